@@ -1,0 +1,34 @@
+"""Roll out the scripted expert and write demonstrations: `python scripts/collect.py`."""
+
+import hydra
+from omegaconf import DictConfig
+
+from vla.cli import run_cli
+from vla.data.collect import env_kwargs_of
+from vla.data.dataset import ensure_demos
+
+
+def collect_demos(cfg: DictConfig):
+    demos = ensure_demos(
+        env_kwargs_of(cfg.env),
+        cfg.data.dir,
+        num_episodes=cfg.data.num_episodes,
+        seed=cfg.data.seed,
+        noise_std=cfg.data.noise_std,
+        num_workers=cfg.data.collect_workers,
+    )
+    meta = demos.meta
+    print(
+        f"{demos.path}: {meta['num_episodes']} episodes, {meta['num_steps']} steps, "
+        f"expert success {meta['success_rate']:.1%}"
+    )
+    return demos
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="collect")
+def main(cfg: DictConfig) -> None:
+    run_cli(collect_demos, cfg)
+
+
+if __name__ == "__main__":
+    main()

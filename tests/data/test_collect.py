@@ -1,0 +1,135 @@
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vla.data.collect import collect, dataset_path
+from vla.data.dataset import DatasetError, ensure_demos, load_demos
+from vla.data.seeds import EVAL_SEED_START, check_eval_seeds
+
+ENV = dict(num_targets=3, image_size=32)
+
+
+def test_round_trip(tmp_path):
+    path = collect(ENV, tmp_path, num_episodes=20, seed=5, progress=False)
+    demos = load_demos(path)
+    meta = json.loads((path / "meta.json").read_text())
+    assert demos.num_episodes == meta["num_episodes"] == 20
+    assert demos.num_steps == meta["num_steps"] == len(demos.image)
+    assert meta["success_rate"] >= 0.95 and meta["seeds"] == {"start": 5, "stop": 25}
+    assert meta["env"]["image_size"] == 32 and meta["format_version"] == 1
+    assert demos.image.dtype == np.uint8 and demos.image.shape[1:] == (32, 32, 3)
+    assert demos.state.shape == (demos.num_steps, 4) and demos.action.shape == (demos.num_steps, 2)
+    # episodes are contiguous and in order
+    starts = np.flatnonzero(np.diff(demos.episode, prepend=-1))
+    np.testing.assert_array_equal(starts, demos.episode_start)
+    # the first frame of each episode is the env's reset observation for its seed
+    from vla.envs.reach import ReachEnv
+
+    obs, info = ReachEnv(**ENV).reset(seed=5 + 3)
+    np.testing.assert_array_equal(demos.image[demos.episode_start[3]], obs["image"])
+    assert demos.instructions[3] == obs["instruction"]
+    assert demos.target_pair[3] == info["target_pair"]
+
+
+def test_parallel_collection_matches_serial(tmp_path):
+    a = load_demos(collect(ENV, tmp_path / "a", 24, progress=False))
+    b = load_demos(collect(ENV, tmp_path / "b", 24, num_workers=2, progress=False))
+    for k in ("image", "state", "action", "episode", "episode_start", "target_pair"):
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
+    assert a.instructions == b.instructions
+
+
+def test_cache_key_follows_the_config(tmp_path):
+    base = dataset_path(tmp_path, ENV, 10, 0, 0.3)
+    assert base == dataset_path(tmp_path, dict(ENV), 10, 0, 0.3)
+    assert base == dataset_path(tmp_path, {**ENV, "render_size": 512}, 10, 0, 0.3)
+    others = [
+        dataset_path(tmp_path, {**ENV, "num_targets": 4}, 10, 0, 0.3),
+        dataset_path(tmp_path, {**ENV, "shared_colours": True}, 10, 0, 0.3),
+        dataset_path(tmp_path, ENV, 11, 0, 0.3),
+        dataset_path(tmp_path, ENV, 10, 1, 0.3),
+        dataset_path(tmp_path, ENV, 10, 0, 0.0),
+    ]
+    assert len({base, *others}) == 6
+
+
+def test_ensure_reuses_the_cache(tmp_path):
+    first = ensure_demos(ENV, tmp_path, 10, 0, 0.3, progress=False)
+    stamp = (first.path / "image.npy").stat().st_mtime_ns
+    time.sleep(0.01)
+    second = ensure_demos(ENV, tmp_path, 10, 0, 0.3, progress=False)
+    assert second.path == first.path and (second.path / "image.npy").stat().st_mtime_ns == stamp
+
+
+def test_truncated_array_is_detected_and_rebuilt(tmp_path):
+    path = collect(ENV, tmp_path, 10, progress=False)
+    image = path / "image.npy"
+    image.write_bytes(image.read_bytes()[: image.stat().st_size // 2])
+    with pytest.raises(DatasetError, match="image.npy"):
+        load_demos(path)
+    rebuilt = ensure_demos(ENV, tmp_path, 10, 0, 0.3, progress=False)
+    assert rebuilt.num_steps == len(rebuilt.image)
+
+
+def test_meta_that_disagrees_with_arrays_is_refused(tmp_path):
+    path = collect(ENV, tmp_path, 10, progress=False)
+    meta = json.loads((path / "meta.json").read_text())
+    meta["num_steps"] += 1
+    (path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(DatasetError, match="num_steps"):
+        load_demos(path)
+    (path / "meta.json").write_text("{not json")
+    with pytest.raises(DatasetError, match="JSON"):
+        load_demos(path)
+
+
+def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
+    code = (
+        "from vla.data.collect import collect\n"
+        f"collect({ENV!r}, {str(tmp_path)!r}, 5000, progress=True)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    # wait until collection is under way (the progress bar has started), then kill it
+    deadline = time.time() + 60
+    while time.time() < deadline and "collecting" not in proc.stderr.read(64):
+        pass
+    proc.kill()
+    proc.wait()
+    final = dataset_path(tmp_path, ENV, 5000, 0, 0.3)
+    assert not final.exists()
+    for d in Path(tmp_path).iterdir():
+        with pytest.raises(DatasetError):
+            load_demos(d)
+
+
+def test_seed_ranges_are_disjoint(tmp_path):
+    with pytest.raises(ValueError, match="reserved for evaluation"):
+        collect(ENV, tmp_path, 10, seed=EVAL_SEED_START - 5, progress=False)
+    with pytest.raises(ValueError, match="used by training"):
+        check_eval_seeds(EVAL_SEED_START - 1, EVAL_SEED_START + 10)
+    check_eval_seeds(EVAL_SEED_START, EVAL_SEED_START + 10)
+
+
+def test_collect_script_reports_and_refuses_bad_values(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    run = [sys.executable, str(root / "scripts" / "collect.py"), f"hydra.run.dir={tmp_path}/run"]
+    ok = subprocess.run(
+        run + [f"data.dir={tmp_path}", "data.num_episodes=12", "env.image_size=16"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "12 episodes" in ok.stdout
+    bad = subprocess.run(
+        run + [f"data.dir={tmp_path}", "env.num_targets=9"], capture_output=True, text=True, env=env
+    )
+    assert bad.returncode != 0
+    assert "env.num_targets=9" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,232 @@
+"""Batches for behavior cloning, straight from tensors in memory.
+
+A demonstration set is small (tens of thousands of 64 px frames, a few hundred MB), so it is
+loaded once into tensors and batches are cut from them by index: no per-sample Python work,
+no worker processes, and the training loop never waits on a DataLoader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import lightning as L
+import numpy as np
+import torch
+
+from vla.data.collect import env_kwargs_of
+from vla.data.dataset import Demos, ensure_demos
+from vla.keys import ACTION, IMAGE, STATE, TOKENS
+
+
+class TensorBatches:
+    """An iterable of dict batches over `indices` of in-memory tensors.
+
+    Args:
+        tensors: IMAGE uint8 [N,H,W,3], STATE [N,S], ACTION [N,A], TOKENS [E,L] (one row per
+            episode) and "episode" [N] (the episode of each step, to look up its tokens).
+        indices: the steps this iterable covers.
+        shuffle: reshuffle every epoch (seeded, so runs are reproducible).
+        shift: random-shift augmentation in pixels (0 disables); edges are replicated.
+        rank, world_size: each rank takes an equal, disjoint share of the indices.
+        epoch_fn: the current epoch (e.g. the trainer's), so a resumed run reshuffles as the
+            original would; by default the iterable counts its own epochs.
+    """
+
+    def __init__(
+        self,
+        tensors: dict[str, torch.Tensor],
+        indices: torch.Tensor,
+        batch_size: int,
+        shuffle: bool,
+        shift: int = 0,
+        drop_last: bool = False,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        epoch_fn: Callable[[], int] | None = None,
+    ):
+        self.tensors = tensors
+        self.indices = indices
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.shift = shift
+        self.drop_last = drop_last
+        self.seed = seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch_fn = epoch_fn
+        self._epochs_seen = 0
+
+    def _my_indices(self, epoch: int) -> torch.Tensor:
+        idx = self.indices
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed + epoch)
+            idx = idx[torch.randperm(len(idx), generator=g)]
+        per_rank = len(idx) // self.world_size
+        return idx[self.rank * per_rank : (self.rank + 1) * per_rank]
+
+    def __len__(self) -> int:
+        n = len(self.indices) // self.world_size
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        epoch = self.epoch_fn() if self.epoch_fn is not None else self._epochs_seen
+        self._epochs_seen += 1
+        idx = self._my_indices(epoch)
+        g = torch.Generator().manual_seed(self.seed + 1_000_003 * (epoch + 1))
+        for i in range(len(self)):
+            b = idx[i * self.batch_size : (i + 1) * self.batch_size]
+            image = self.tensors[IMAGE][b]  # [B,H,W,3]
+            if self.shift:
+                image = random_shift(image, self.shift, g)
+            yield {
+                IMAGE: image,
+                STATE: self.tensors[STATE][b],
+                ACTION: self.tensors[ACTION][b],
+                TOKENS: self.tensors[TOKENS][self.tensors["episode"][b]],
+            }
+
+
+def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
+    """Shifts each image by up to `pad` pixels, replicating edges (DrQ-style).
+
+    Args:
+        image: uint8 [B,H,W,C].
+    Returns:
+        uint8 [B,H,W,C].
+    """
+    B, H, W, _ = image.shape
+    rows = torch.arange(H) + torch.randint(0, 2 * pad + 1, (B, 1), generator=generator) - pad
+    cols = torch.arange(W) + torch.randint(0, 2 * pad + 1, (B, 1), generator=generator) - pad
+    rows, cols = rows.clamp(0, H - 1), cols.clamp(0, W - 1)  # [B,H], [B,W]
+    b = torch.arange(B)[:, None, None]
+    return image[b, rows[:, :, None], cols[:, None, :]]  # [B,H,W,C]
+
+
+class ReachDataModule(L.LightningDataModule):
+    """Demonstrations for behavior cloning, split into train/val by episode.
+
+    Args:
+        env: the env config (kwargs of ReachEnv); it decides the dataset, with the rest below.
+        dir: root folder of cached datasets.
+        num_episodes, seed, noise_std, collect_workers: how to collect when missing.
+        batch_size: training batch size (per process).
+        val_episodes: episodes held out for validation (the last ones).
+        shift: random-shift augmentation in pixels for training batches.
+        tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
+        shuffle_seed: seeds the batch order and augmentation (the run's seed).
+    """
+
+    def __init__(
+        self,
+        env: dict,
+        dir: str = "data",
+        num_episodes: int = 3000,
+        seed: int = 0,
+        noise_std: float = 0.3,
+        collect_workers: int = 1,
+        batch_size: int = 64,
+        val_episodes: int = 100,
+        shift: int = 0,
+        tokenize: Callable[[list[str]], torch.Tensor] | None = None,
+        shuffle_seed: int = 0,
+    ):
+        super().__init__()
+        for name, value, low in [
+            ("batch_size", batch_size, 1),
+            ("num_episodes", num_episodes, 1),
+            ("val_episodes", val_episodes, 0),
+            ("shift", shift, 0),
+        ]:
+            if value < low:
+                raise ValueError(f"data.{name}={value} must be >= {low}")
+        if val_episodes >= num_episodes:
+            raise ValueError(
+                f"data.val_episodes={val_episodes} must be < data.num_episodes={num_episodes}"
+            )
+        self.env_kwargs = env_kwargs_of(env)
+        self.dir = dir
+        self.num_episodes, self.seed, self.noise_std = num_episodes, seed, noise_std
+        self.collect_workers = collect_workers
+        self.batch_size, self.val_episodes, self.shift = batch_size, val_episodes, shift
+        self.tokenize = tokenize
+        self.shuffle_seed = shuffle_seed
+        self.demos: Demos | None = None
+        self.tensors: dict[str, torch.Tensor] | None = None
+
+    def prepare_data(self) -> None:
+        ensure_demos(
+            self.env_kwargs,
+            self.dir,
+            self.num_episodes,
+            self.seed,
+            self.noise_std,
+            self.collect_workers,
+        )
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tensors is not None:
+            return
+        if self.tokenize is None:
+            raise ValueError("ReachDataModule needs `tokenize` (the policy's tokenizer)")
+        self.demos = ensure_demos(
+            self.env_kwargs,
+            self.dir,
+            self.num_episodes,
+            self.seed,
+            self.noise_std,
+            self.collect_workers,
+            progress=False,
+        )
+        d = self.demos
+        self.tensors = {
+            IMAGE: torch.from_numpy(np.array(d.image)),
+            STATE: torch.from_numpy(np.array(d.state)),
+            ACTION: torch.from_numpy(np.array(d.action)),
+            TOKENS: self.tokenize(d.instructions),
+            "episode": torch.from_numpy(np.array(d.episode, dtype=np.int64)),
+        }
+        first_val_step = (
+            int(d.episode_start[d.num_episodes - self.val_episodes])
+            if (self.val_episodes)
+            else d.num_steps
+        )
+        self.train_indices = torch.arange(first_val_step)
+        self.val_indices = torch.arange(first_val_step, d.num_steps)
+
+    def statistics(self) -> dict[str, torch.Tensor]:
+        """Normalisation statistics from the training split (never the validation split)."""
+        self.setup()
+        state = self.tensors[STATE][self.train_indices]
+        action = self.tensors[ACTION][self.train_indices]
+        return dict(
+            state_mean=state.mean(0),
+            state_std=state.std(0),
+            action_low=action.min(0).values,
+            action_high=action.max(0).values,
+        )
+
+    def _rank(self) -> tuple[int, int]:
+        t = self.trainer
+        return (t.global_rank, t.world_size) if t is not None else (0, 1)
+
+    def train_dataloader(self) -> TensorBatches:
+        rank, world = self._rank()
+        epoch_fn = (lambda: self.trainer.current_epoch) if self.trainer is not None else None
+        return TensorBatches(
+            self.tensors,
+            self.train_indices,
+            self.batch_size,
+            shuffle=True,
+            shift=self.shift,
+            drop_last=True,
+            seed=self.shuffle_seed,
+            rank=rank,
+            world_size=world,
+            epoch_fn=epoch_fn,
+        )
+
+    def val_dataloader(self) -> TensorBatches:
+        rank, world = self._rank()
+        return TensorBatches(
+            self.tensors, self.val_indices, 256, shuffle=False, rank=rank, world_size=world
+        )
