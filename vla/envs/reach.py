@@ -181,7 +181,8 @@ class ReachEnv(gym.Env):
             raise ValueError(f"action must be finite, got {action.tolist()}")
         action = np.clip(action, -1.0, 1.0)
         new_pos = np.clip(self._pos + action * self.max_step, 0.0, 1.0).astype(np.float32)
-        self._vel = (new_pos - self._pos) / self.max_step
+        # clipped: float rounding can put |displacement| / max_step a hair above 1
+        self._vel = np.clip((new_pos - self._pos) / self.max_step, -1.0, 1.0)
         self._pos = new_pos
         self._elapsed += 1
 

@@ -1,0 +1,126 @@
+import pytest
+import torch
+
+from vla.models.film import FiLM, make_film, masked_mean
+from vla.models.image_encoder import ImageEncoder
+from vla.models.positions import PositionEmbedding1D, PositionEmbedding2D, sinusoidal_1d
+from vla.models.readout import Readout
+from vla.models.state_encoder import StateEncoder
+from vla.models.text_encoder import TextEncoder
+from vla.models.tokenizer import Tokenizer
+
+
+def test_sinusoidal_positions():
+    table = sinusoidal_1d(10, 8)
+    torch.testing.assert_close(table[0], torch.tensor([0.0] * 4 + [1.0] * 4))
+    torch.testing.assert_close(table[3, 0], torch.tensor(3.0).sin())  # fastest frequency is 1
+    pos = PositionEmbedding2D(3, 4, 16, kind="sinusoidal")
+    assert "table" not in pos.state_dict()  # fixed, so not saved
+    grid = pos.table.reshape(3, 4, 16)
+    # first half of the channels encodes the row, second half the column
+    assert torch.equal(grid[1, 0, :8], grid[1, 3, :8]) and not torch.equal(
+        grid[0, 0, :8], grid[1, 0, :8]
+    )
+    assert torch.equal(grid[0, 2, 8:], grid[2, 2, 8:]) and not torch.equal(
+        grid[0, 0, 8:], grid[0, 1, 8:]
+    )
+    with pytest.raises(ValueError, match="dim % 4 == 0, got dim=18"):
+        PositionEmbedding2D(2, 2, 18, kind="sinusoidal")
+
+
+def test_learned_positions_are_parameters_and_none_adds_nothing():
+    learned = PositionEmbedding1D(5, 8, kind="learned")
+    assert isinstance(learned.table, torch.nn.Parameter) and learned.table.shape == (5, 8)
+    x = torch.randn(2, 3, 8)
+    torch.testing.assert_close(learned(x), x + learned.table[:3])
+    assert torch.equal(PositionEmbedding1D(5, 8, kind="none")(x), x)
+    with pytest.raises(ValueError, match="6 tokens exceeds the 5 positions"):
+        learned(torch.randn(1, 6, 8))
+    with pytest.raises(ValueError, match="unknown pos_emb 'rope'"):
+        PositionEmbedding1D(5, 8, kind="rope")
+
+
+def test_image_encoder_shapes_and_normalisation():
+    enc = ImageEncoder(image_size=32, patch_size=8, d_model=24, coord_features=False)
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    assert enc(image).shape == (2, 16, 24) and enc.num_patches == 16
+    scaled = torch.tensor([0.0, 255.0])[:, None] * enc.scale + enc.shift
+    torch.testing.assert_close(scaled, torch.tensor([[-1.0] * 3, [1.0] * 3]))
+    # patch 1 is the second patch of the first row: pixels [0:8, 8:16]
+    patches = enc.patchify(image.float())
+    assert torch.equal(patches[0, 1].reshape(8, 8, 3), image[0, 0:8, 8:16].float())
+
+
+def test_coordinate_features_tell_identical_patches_apart():
+    image = torch.full((1, 32, 32, 3), 128, dtype=torch.uint8)  # the same content everywhere
+    plain = ImageEncoder(32, 8, 24, coord_features=False, pos_emb="none")(image)
+    coords = ImageEncoder(32, 8, 24, coord_features=True, pos_emb="none")
+    assert coords.patch_dim == 8 * 8 * 3  # coordinates have their own projection
+    assert torch.allclose(plain, plain[:, :1].expand_as(plain))  # 16 identical tokens
+    out = coords(image)
+    assert torch.cdist(out[0], out[0]).fill_diagonal_(1.0).min() > 1e-3  # 16 distinct tokens
+    assert coords.coords[0, 0].tolist() == pytest.approx([-31 / 32, -31 / 32])  # x, y in (-1,1)
+
+
+def test_modulation_touches_content_but_not_positions():
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    enc = ImageEncoder(32, 8, 24, coord_features=True, pos_emb="learned")
+    zeroed = enc(image, modulate=lambda content: content * 0)  # all content removed
+    positions = enc.pos(enc.coord_embed(enc.coord_patches).expand(2, -1, -1))
+    assert torch.allclose(zeroed, positions)
+    assert not torch.allclose(enc(image), zeroed)
+
+
+def test_image_encoder_validation():
+    with pytest.raises(ValueError, match="image_size=60 is not divisible by patch_size=8"):
+        ImageEncoder(image_size=60, patch_size=8, d_model=32)
+    enc = ImageEncoder(32, 8, 32)
+    with pytest.raises(ValueError, match=r"does not match \[B,32,32,3\]"):
+        enc(torch.zeros(1, 3, 32, 32, dtype=torch.uint8))  # channels-first by mistake
+
+
+def test_text_encoder_mask_and_default_vocab():
+    tok = Tokenizer(max_len=6)
+    enc = TextEncoder(d_model=16, max_len=6)
+    assert enc.vocab_size == tok.vocab_size
+    words, pad = enc(tok.encode(["reach the red circle", "go to the blue square"]))
+    assert words.shape == (2, 6, 16)
+    assert pad.tolist() == [[False] * 4 + [True] * 2, [False] * 5 + [True]]
+
+
+def test_state_encoder_is_one_token():
+    assert StateEncoder(4, 16)(torch.randn(3, 4)).shape == (3, 1, 16)
+    assert StateEncoder(4, 16, hidden_dim=32)(torch.randn(3, 4)).shape == (3, 1, 16)
+    with pytest.raises(ValueError, match="state has 5 dims, expected state_dim=4"):
+        StateEncoder(4, 16)(torch.randn(3, 5))
+
+
+def test_film_starts_as_identity_and_ignores_padding():
+    torch.manual_seed(0)
+    film = FiLM(16)
+    patches, words = torch.randn(2, 9, 16), torch.randn(2, 5, 16)
+    pad = torch.tensor([[False, False, False, True, True]] * 2)
+    assert torch.equal(film(patches, words, pad), patches)
+    torch.testing.assert_close(masked_mean(words, pad), words[:, :3].mean(1))
+    torch.nn.init.normal_(film.to_gamma_beta.weight)
+    out = film(patches, words, pad)
+    assert not torch.allclose(out, patches)
+    junk = words.clone()
+    junk[:, 3:] = 100.0  # what sits in PAD positions must not matter
+    torch.testing.assert_close(film(patches, junk, pad), out)
+    assert make_film(False, 16) is None and isinstance(make_film(True, 16), FiLM)
+
+
+@pytest.mark.parametrize("mode", ["self", "cross"])
+def test_readout_shapes(mode):
+    readout = Readout(d_model=16, n_heads=4, num_readouts=3, mode=mode)
+    tokens = torch.randn(2, 10, 16)
+    out = readout(tokens)
+    assert out.shape == (2, 3, 16)
+    if mode == "self":
+        assert torch.equal(out, tokens[:, -3:])
+    else:
+        _, weights = readout(tokens, need_weights=True)
+        assert weights.shape == (2, 4, 3, 10)
+    with pytest.raises(ValueError, match="unknown readout 'both'"):
+        Readout(16, mode="both")

@@ -1,0 +1,258 @@
+"""VLAPolicy: image + instruction + state -> action, with a Transformer over all their tokens.
+
+    image [B,H,W,3] ─ ImageEncoder (FiLM(instruction) on content) ─> [B,Np,D] ─ + type ─┐
+    tokens [B,L] ──── TextEncoder ──> words   [B,L,D] ────────────────────── + type ─┤ concat
+    state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] ────────────────────── + type ─┤ [B,T,D]
+    ("self" readout) learned queries [B,R,D] ─────────────────────────────── + type ─┘
+                                                                                     │
+                     TransformerEncoder (PAD words masked as keys) ─> Readout ─> [B,R,D]
+                                                                                     │
+                            head: loss vs normalised action / predict ─> unnormalise ─> [B,A]
+
+The parts arrive already built (Hydra `_target_` nodes), so each can be swapped from a config;
+the policy owns only what ties them together: the per-group type embeddings, the token layout,
+and the conversions between env units and the network's units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from vla import keys
+from vla.models.film import FiLM
+from vla.models.heads import ActionHead
+from vla.models.image_encoder import ImageEncoder
+from vla.models.normalizer import Normalizer
+from vla.models.observation import prepare_observation
+from vla.models.readout import Readout
+from vla.models.state_encoder import StateEncoder
+from vla.models.text_encoder import TextEncoder
+from vla.models.tokenizer import Tokenizer
+from vla.models.transformer import TransformerEncoder
+
+
+class VLAPolicy(nn.Module):
+    """Vision-language-action policy trained by behavior cloning.
+
+    Args:
+        tokenizer: instruction text -> ids (its vocabulary is saved with the weights).
+        image_encoder: image -> patch tokens.
+        text_encoder: ids -> word tokens and PAD mask.
+        state_encoder: normalised state -> one token.
+        encoder: the Transformer over the token sequence.
+        readout: action queries ("self": in the sequence, "cross": attending to it).
+        head: readout features -> normalised actions, and the training loss.
+        normalizer: state / action statistics (set from the dataset with `set_normalization`).
+        d_model: token width; every part must agree on it.
+        film: optional FiLM conditioning of the patches on the instruction (None: off).
+    """
+
+    def __init__(
+        self,
+        *,
+        tokenizer: Tokenizer,
+        image_encoder: ImageEncoder,
+        text_encoder: TextEncoder,
+        state_encoder: StateEncoder,
+        encoder: TransformerEncoder,
+        readout: Readout,
+        head: ActionHead,
+        normalizer: Normalizer,
+        d_model: int,
+        film: FiLM | None = None,
+    ):
+        super().__init__()
+        parts = {
+            "image_encoder": image_encoder,
+            "text_encoder": text_encoder,
+            "state_encoder": state_encoder,
+            "encoder": encoder,
+            "readout": readout,
+            "head": head,
+        }
+        if film is not None:
+            parts["film"] = film
+        for name, part in parts.items():
+            if part.d_model != d_model:
+                raise ValueError(f"{name}.d_model={part.d_model} does not match d_model={d_model}")
+        checks = [
+            ("tokenizer.vocab_size", tokenizer.vocab_size, "text_encoder.vocab_size", text_encoder.vocab_size),
+            ("normalizer.state_dim", normalizer.state_dim, "state_encoder.state_dim", state_encoder.state_dim),
+            ("normalizer.action_dim", normalizer.action_dim, "head.action_dim", head.action_dim),
+            ("readout.num_readouts", readout.num_readouts, "head.num_readouts", head.num_readouts),
+        ]  # fmt: skip
+        for name_a, a, name_b, b in checks:
+            if a != b:
+                raise ValueError(f"{name_a}={a} does not match {name_b}={b}")
+        if tokenizer.max_len > text_encoder.max_len:
+            raise ValueError(
+                f"tokenizer.max_len={tokenizer.max_len} exceeds text_encoder.max_len="
+                f"{text_encoder.max_len}"
+            )
+        self.d_model = d_model
+        self.tokenizer = tokenizer
+        self.image_encoder = image_encoder
+        self.text_encoder = text_encoder
+        self.state_encoder = state_encoder
+        self.film = film
+        self.encoder = encoder
+        self.readout = readout
+        self.head = head
+        self.normalizer = normalizer
+        # one vector per token group, so attention can tell a patch from a word from the state
+        groups = ["image", "text", "state"] + (["readout"] if readout.in_sequence else [])
+        self.type_embed = nn.ParameterDict(
+            {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in groups}
+        )
+
+    @property
+    def action_dim(self) -> int:
+        return self.head.action_dim
+
+    def reset(self) -> None:
+        """Start of an episode. The policy is memoryless, so there is nothing to clear."""
+
+    def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
+        """Store the training set's statistics (array-likes of length S, S, A, A)."""
+        self.normalizer.set_stats(state_mean, state_std, action_low, action_high)
+
+    def token_layout(self, num_words: int | None = None) -> dict[str, slice]:
+        """Where each group sits in the encoder's sequence (words: tokenizer.max_len by default)."""
+        sizes = {
+            "image": self.image_encoder.num_patches,
+            "text": self.tokenizer.max_len if num_words is None else num_words,
+            "state": 1,
+        }
+        if self.readout.in_sequence:
+            sizes["readout"] = self.readout.num_readouts
+        layout, start = {}, 0
+        for name, size in sizes.items():
+            layout[name] = slice(start, start + size)
+            start += size
+        return layout
+
+    def num_tokens(self) -> int:
+        """Length of the encoder's sequence."""
+        return max(s.stop for s in self.token_layout().values())
+
+    def encode(
+        self, image: Tensor, state: Tensor, tokens: Tensor, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        """Readout features for a batch.
+
+        Args:
+            image: uint8 [B,H,W,3].
+            state: env-unit state [B,S].
+            tokens: int64 ids [B,L], PAD-padded.
+            need_weights: also return the attention weights (encoder layers [B,H,T,T], then for
+                a "cross" readout its weights [B,H,R,T]).
+
+        Returns:
+            features [B,R,D] (and the list of weights when asked).
+        """
+        B = image.shape[0]
+        te = self.type_embed
+        words, pad_mask = self.text_encoder(tokens)  # [B,L] -> [B,L,D], [B,L]
+        film = None
+        if self.film is not None:  # the instruction scales and shifts what each patch shows
+            film = lambda content: self.film(content, words, pad_mask)  # noqa: E731
+        patches = self.image_encoder(image, modulate=film)  # [B,H,W,3] -> [B,Np,D]
+        state_tok = self.state_encoder(self.normalizer.normalize_state(state))  # [B,S] -> [B,1,D]
+        seq = [patches + te["image"], words + te["text"], state_tok + te["state"]]
+        visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
+        masks = [visible.expand(B, patches.shape[1]), pad_mask, visible]
+        if self.readout.in_sequence:
+            seq.append(self.readout.query_tokens(B) + te["readout"])  # [B,R,D]
+            masks.append(visible.expand(B, self.readout.num_readouts))
+        x = torch.cat(seq, dim=1)  # -> [B,T,D]
+        mask = torch.cat(masks, dim=1)  # -> [B,T], True = PAD
+
+        if not need_weights:
+            return self.readout(self.encoder(x, mask), mask)  # [B,T,D] -> [B,R,D]
+        x, weights = self.encoder(x, mask, need_weights=True)
+        features, cross = self.readout(x, mask, need_weights=True)
+        return features, weights + ([cross] if cross is not None else [])
+
+    def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Behavior-cloning loss on a batch (keys from `vla.keys`; action in env units).
+
+        Returns:
+            scalar loss and detached scalar logs: "loss", the head's own terms, and
+            "action_mse" (the predicted action vs the target, in env units).
+        """
+        action = batch[keys.ACTION]  # [B,A]
+        features = self.encode(batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS])
+        target = self.normalizer.normalize_action(action)  # env units -> [-1,1]
+        loss, head_logs, pred = self.head.loss_and_prediction(features, target)
+        with torch.no_grad():
+            mse = (self.normalizer.unnormalize_action(pred) - action).square().mean()
+        return loss, {"loss": loss.detach(), **head_logs, "action_mse": mse}
+
+    def predict_action_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
+        """Batched actions in env units, clipped to [-1,1]: [B,A] (eval mode, no autograd)."""
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                features = self.encode(image, state, tokens)  # [B,R,D]
+                action = self.normalizer.unnormalize_action(self.head.predict(features))
+                return action.clamp(-1.0, 1.0)  # [B,A]
+        finally:
+            self.train(was_training)
+
+    def predict_action(self, obs: Mapping) -> np.ndarray:
+        """Action for raw env observations.
+
+        Args:
+            obs: {"image": uint8 [H,W,3] | [B,H,W,3], "state": [S] | [B,S],
+                  "instruction": str | list[str]} (numpy or torch).
+
+        Returns:
+            float32 numpy actions in env units: [A] for one observation, [B,A] for a batch.
+        """
+        device = next(self.parameters()).device
+        image, state, tokens, batched = prepare_observation(obs, self.tokenizer, device)
+        action = self.predict_action_tensors(image, state, tokens).cpu().numpy()  # [B,A]
+        return action.astype(np.float32) if batched else action[0].astype(np.float32)
+
+    def attention_maps(
+        self, image: Tensor, state: Tensor, tokens: Tensor
+    ) -> tuple[list[Tensor], dict[str, slice]]:
+        """Attention weights for visualisation (eval mode, no autograd).
+
+        Returns:
+            weights: one [B,H,T,T] per encoder layer, plus [B,H,R,T_obs] for a "cross" readout;
+                every row sums to 1 over the keys.
+            layout: group name -> slice of the sequence (the keys' axis).
+        """
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                _, weights = self.encode(image, state, tokens, need_weights=True)
+        finally:
+            self.train(was_training)
+        return weights, self.token_layout(num_words=tokens.shape[1])
+
+    def flops_per_sample(self) -> int:
+        """Analytic forward FLOPs (2 x multiply-adds of the matmuls) for one sample.
+
+        Training costs about 3x this (forward + backward). Elementwise ops, norms and softmax
+        are left out: they are a few percent at these sizes.
+        """
+        layout = self.token_layout()
+        T = self.num_tokens()
+        t_obs = layout["state"].stop
+        film = self.film.flops() if self.film is not None else 0
+        return (
+            self.image_encoder.flops()
+            + film
+            + self.state_encoder.flops()
+            + self.encoder.flops(T)
+            + self.readout.flops(t_obs)
+            + self.head.flops()
+        )
