@@ -9,24 +9,23 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vla.data.dataset import DatasetError
 
-
-class UserError(ValueError):
-    """Bad input from the user: a config value, a path, a file. Printed as one line."""
-
-
+# Bad input from the user (a config value, a path, a file; CheckpointError is a ValueError)
 USER_ERRORS = (ValueError, FileNotFoundError, DatasetError, OmegaConfBaseException)
-# CheckpointError is a ValueError
 
 
 def run_cli(fn, cfg):
-    """Runs `fn(cfg)`; bad input exits with status 2 and one line on stderr.
+    """Runs `fn(cfg)`; bad input exits with status 2 and one line on stderr, a non-finite
+    loss with status 1, Ctrl-C with status 130 (after training saved a checkpoint).
 
     Set VLA_DEBUG=1 to get the full traceback instead.
     """
+    from vla.train import TrainingInterrupted
+
     try:
         return fn(cfg)
-    except USER_ERRORS as e:
+    except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
         if os.environ.get("VLA_DEBUG"):
             raise
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        code = 130 if isinstance(e, TrainingInterrupted) else 1
+        sys.exit(2 if isinstance(e, USER_ERRORS) else code)

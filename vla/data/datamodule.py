@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 import lightning as L
 import numpy as np
 import torch
+from einops import rearrange
 
 from vla.data.collect import env_kwargs_of
 from vla.data.dataset import Demos, ensure_demos
@@ -27,7 +28,8 @@ class TensorBatches:
         indices: the steps this iterable covers.
         shuffle: reshuffle every epoch (seeded, so runs are reproducible).
         shift: random-shift augmentation in pixels (0 disables); edges are replicated.
-        rank, world_size: each rank takes an equal, disjoint share of the indices.
+        rank, world_size: each rank takes an equal, disjoint share of every global batch
+            (the remainder that does not fill a global batch is dropped).
         epoch_fn: the current epoch (e.g. the trainer's), so a resumed run reshuffles as the
             original would; by default the iterable counts its own epochs.
     """
@@ -61,11 +63,18 @@ class TensorBatches:
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed + epoch)
             idx = idx[torch.randperm(len(idx), generator=g)]
-        per_rank = len(idx) // self.world_size
-        return idx[self.rank * per_rank : (self.rank + 1) * per_rank]
+        if self.world_size == 1:
+            return idx
+        # global batch i is idx[i*B*W : (i+1)*B*W]; rank r takes the r-th B of it, so W ranks
+        # with batch B see exactly the batches one process with batch B*W would
+        B, W = self.batch_size, self.world_size
+        n = len(idx) // (B * W) * (B * W)
+        return rearrange(idx[:n], "(i w b) -> i w b", w=W, b=B)[:, self.rank].reshape(-1)
 
     def __len__(self) -> int:
-        n = len(self.indices) // self.world_size
+        if self.world_size > 1:
+            return len(self.indices) // (self.batch_size * self.world_size)
+        n = len(self.indices)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:

@@ -1,0 +1,16 @@
+"""Measure training, rollout and inference speed: `python scripts/benchmark.py`."""
+
+import hydra
+from omegaconf import DictConfig
+
+from vla.benchmark import benchmark
+from vla.cli import run_cli
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="benchmark")
+def main(cfg: DictConfig) -> None:
+    run_cli(benchmark, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""Evaluate a checkpoint with rollouts: `python scripts/eval.py ckpt_path=PATH`."""
+
+import hydra
+from omegaconf import DictConfig
+
+from vla.cli import run_cli
+from vla.evaluate import evaluate
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
+def main(cfg: DictConfig) -> None:
+    run_cli(evaluate, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+"""Train a policy by behavior cloning: `python scripts/train.py model=small`."""
+
+import hydra
+from omegaconf import DictConfig
+
+from vla.cli import run_cli
+from vla.train import train
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> float:
+    metrics = run_cli(train, cfg)
+    return metrics.get("success_rate", 0.0)  # the value a Hydra sweeper would optimise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,16 @@
+"""Draw where the policy looks: `python scripts/visualize.py ckpt_path=PATH`."""
+
+import hydra
+from omegaconf import DictConfig
+
+from vla.cli import run_cli
+from vla.visualize import visualize
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="visualize")
+def main(cfg: DictConfig) -> None:
+    run_cli(visualize, cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+
+
+@pytest.fixture
+def compose_cfg():
+    """compose_cfg(config_name, overrides) -> DictConfig, as the scripts would see it."""
+
+    def _compose(config_name: str = "train", overrides: list[str] = ()):
+        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+            return compose(config_name=config_name, overrides=list(overrides))
+
+    return _compose
+
+
+@pytest.fixture
+def fast_overrides(tmp_path):
+    """A seconds-long training run writing everything under tmp_path."""
+    return [
+        "debug=fast",
+        "model=tiny",
+        "env.image_size=32",
+        f"paths.output_dir={tmp_path}/run",
+        f"data.dir={tmp_path}/data",
+    ]
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory):
+    """last.ckpt of a seconds-long tiny training run, shared by tests that only read it."""
+    from vla.train import train
+
+    tmp = tmp_path_factory.mktemp("tiny")
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = compose(
+            "train",
+            [
+                "debug=fast",
+                "model=tiny",
+                "env.image_size=32",
+                "~logger",
+                f"paths.output_dir={tmp}/run",
+                f"data.dir={tmp}/data",
+            ],
+        )
+    train(cfg)
+    return tmp / "run" / "checkpoints" / "last.ckpt"

@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+import torch
+
+from vla.checkpoint import load_policy
+from vla.data.seeds import EVAL_SEED_START
+from vla.envs import render
+from vla.envs.instructions import PAIRS
+from vla.envs.reach import ReachEnv
+from vla.eval.rollout import NEUTRAL_INSTRUCTION, ablate_inputs, rollout
+from vla.evaluate import split_env
+
+
+@pytest.fixture
+def policy_env(tiny_ckpt):
+    return load_policy(tiny_ckpt)
+
+
+def test_rollout_counts_every_episode_with_its_seed(policy_env):
+    policy, env = policy_env
+    result = rollout(policy, env, num_episodes=7, seed=EVAL_SEED_START, num_envs=3, record=2)
+    m = result.metrics()
+    assert m["num_episodes"] == 7 and 0 <= m["success_rate"] <= 1
+    assert list(result.seeds) == list(range(EVAL_SEED_START, EVAL_SEED_START + 7))
+    assert np.all((result.steps >= 1) & (result.steps <= env["max_episode_steps"]))
+    for i, seed in enumerate(result.seeds):  # the instruction of each episode is its seed's
+        obs, info = ReachEnv(**env).reset(seed=int(seed))
+        assert result.instructions[i] == obs["instruction"]
+        assert result.target_pair[i] == info["target_pair"]
+    assert len(result.frames) == 2 and result.frames[0][0].shape == (256, 256, 3)
+    assert len(result.frames[0]) == result.steps[0] + 1  # reset frame + one per step
+    assert set(m["success_by_colour"]) <= {c for c, _ in PAIRS}
+
+
+def test_ablation_really_replaces_the_input(policy_env):
+    policy, env = policy_env
+    obs, _ = ReachEnv(**env).reset(seed=EVAL_SEED_START)
+    image = torch.from_numpy(np.stack([obs["image"]] * 2))
+    state = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.9, 0.8, 0.7, 0.6]])
+    tokens = policy.tokenizer.encode(["go to the red circle", "reach the blue square"])
+    img, st, tok = ablate_inputs(policy, image, state, tokens, ["image", "language", "state"])
+    assert (img == torch.tensor(render.BACKGROUND, dtype=torch.uint8)).all()
+    assert torch.equal(st, policy.normalizer.state_mean.expand(2, -1))
+    assert torch.equal(tok, policy.tokenizer.encode([NEUTRAL_INSTRUCTION] * 2))
+    untouched = ablate_inputs(policy, image, state, tokens, ["state"])
+    assert torch.equal(untouched[0], image) and torch.equal(untouched[2], tokens)
+
+
+def test_rollout_feeds_the_ablated_inputs_to_the_policy(policy_env, monkeypatch):
+    policy, env = policy_env
+    seen = []
+    original = policy.predict_action_tensors
+    monkeypatch.setattr(
+        policy,
+        "predict_action_tensors",
+        lambda i, s, t: seen.append((i.clone(), t.clone())) or original(i, s, t),
+    )
+    rollout(policy, env, 2, EVAL_SEED_START, num_envs=2, ablate=["image", "language"])
+    assert seen and all(len(torch.unique(i)) <= 3 for i, _ in seen)  # background only
+    assert all((t == t[:1]).all() for _, t in seen)  # one neutral instruction for everyone
+
+
+def test_unknown_ablation_is_refused(policy_env):
+    policy, env = policy_env
+    with pytest.raises(ValueError, match="unknown entries"):
+        rollout(policy, env, 1, EVAL_SEED_START, ablate=["smell"])
+
+
+def test_held_out_split_never_instructs_a_training_pair():
+    trained = [1, 2, 3, 5, 6, 7, 9, 10, 11]
+    env_kwargs = split_env({"num_targets": 3, "instructed_pairs": trained}, "held_out")
+    assert env_kwargs["instructed_pairs"] == [0, 4, 8]
+    env = ReachEnv(**env_kwargs)
+    for seed in range(EVAL_SEED_START, EVAL_SEED_START + 300):
+        _, info = env.reset(seed=seed)
+        assert info["target_pair"] not in trained
+    with pytest.raises(ValueError, match="instructed_pairs"):
+        split_env({"num_targets": 3, "instructed_pairs": None}, "held_out")
+
+
+def test_held_out_demonstrations_never_instruct_a_held_out_pair(compose_cfg, tmp_path):
+    from vla.data.collect import collect, env_kwargs_of
+    from vla.data.dataset import load_demos
+
+    cfg = compose_cfg("train", ["experiment=held_out", f"paths.output_dir={tmp_path}"])
+    demos = load_demos(collect(env_kwargs_of(cfg.env), tmp_path, 200, progress=False))
+    assert not set(demos.target_pair.tolist()) & {0, 4, 8}

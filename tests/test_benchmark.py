@@ -1,0 +1,47 @@
+import json
+
+from vla.benchmark import benchmark
+
+KEYS = {
+    "lightning_vs_torch",
+    "mfu",
+    "data_wait_fraction",
+    "rollout_speedup",
+    "latency_ms_p50",
+    "latency_ms_p99",
+    "sdpa_vs_naive",
+    "collect_steps_per_s",
+    "scaling",
+}
+
+
+def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path):
+    cfg = compose_cfg(
+        "benchmark",
+        [
+            "model=tiny",
+            "env.image_size=32",
+            f"paths.output_dir={tmp_path}/bench",
+            f"data.dir={tmp_path}/data",
+            "data.num_episodes=20",
+            "data.val_episodes=2",
+            "data.batch_size=8",
+            "bench.steps=3",
+            "bench.warmup=2",
+            "bench.rollout_episodes=4",
+            "bench.num_envs=2",
+            "bench.latency_samples=5",
+            "bench.collect_episodes=5",
+            "bench.scaling_sizes=[16,32]",
+            "bench.scaling_steps=2",
+        ],
+    )
+    results = benchmark(cfg)
+    saved = json.loads((tmp_path / "bench" / "benchmark.json").read_text())
+    assert KEYS <= set(saved) and saved["lightning_vs_torch"] == results["lightning_vs_torch"]
+    for key in KEYS - {"scaling"}:
+        assert saved[key] > 0, key
+    assert 0 <= saved["data_wait_fraction"] < 1 and 0 < saved["mfu"] < 1.5
+    assert [row["image_size"] for row in saved["scaling"]] == [16, 32]
+    tokens = [row["tokens"] for row in saved["scaling"]]
+    assert tokens[1] > tokens[0]  # a bigger image gives more patch tokens

@@ -1,0 +1,134 @@
+"""The scaling-up paths, exercised on CPU: DDP over gloo, sweeps, launchers, GPU configs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from vla.checkpoint import read_checkpoint
+from vla.train import train
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = [
+    "debug=fast",
+    "model=tiny",
+    "env.image_size=32",
+    "~logger",
+    "callbacks.best_checkpoint=null",
+    "threads=1",
+    "seed=3",
+]
+
+
+def _run(args, tmp_path, name):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "scripts/train.py",
+            *FAST,
+            *args,
+            f"hydra.run.dir={tmp_path}/{name}",
+            f"data.dir={tmp_path}/data",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return read_checkpoint(tmp_path / name / "checkpoints" / "last.ckpt")
+
+
+def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tmp_path):
+    single = _run(["data.batch_size=16"], tmp_path, "single")
+    ddp = _run(["trainer=ddp_cpu", "data.batch_size=8"], tmp_path, "ddp")
+    assert ddp["global_step"] == single["global_step"] == 5
+    a, b = single["state_dict"], ddp["state_dict"]
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], torch.Tensor):
+            torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3, msg=k)
+        else:  # the tokenizer's vocabulary
+            assert a[k] == b[k]
+    assert (tmp_path / "ddp" / "metrics.json").is_file()  # written once, by rank 0
+
+
+def test_multirun_with_the_basic_launcher(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            "scripts/train.py",
+            "-m",
+            *FAST[:-1],
+            "seed=1,2",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+            f"data.dir={tmp_path}/data",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    metrics = [
+        json.loads((tmp_path / "sweep" / str(i) / "metrics.json").read_text()) for i in (0, 1)
+    ]
+    assert all(0.0 <= m["success_rate"] <= 1.0 for m in metrics)
+
+
+@pytest.mark.parametrize(
+    "launcher, target",
+    [
+        ("parallel", "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"),
+        ("slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"),
+    ],
+)
+def test_sweep_launchers_compose(launcher, target):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            "train",
+            [f"hydra/launcher={launcher}", "trainer=ddp", "trainer.num_nodes=2"],
+            return_hydra_config=True,
+        )
+    assert cfg.hydra.launcher._target_ == target
+    if launcher == "slurm":
+        assert cfg.hydra.launcher.nodes == 2
+
+
+@pytest.mark.parametrize("trainer", ["gpu", "ddp", "ddp_cpu"])
+def test_scale_up_trainer_configs_compose(compose_cfg, tmp_path, trainer):
+    cfg = compose_cfg("train", [f"trainer={trainer}", f"paths.output_dir={tmp_path}"])
+    assert cfg.trainer.max_epochs == compose_cfg("train", []).trainer.max_epochs
+    if trainer != "ddp_cpu":
+        assert cfg.trainer.accelerator == "gpu" and cfg.trainer.precision == "bf16-mixed"
+    if trainer.startswith("ddp"):
+        assert cfg.trainer.strategy == "ddp"
+    hydra.utils.instantiate(
+        cfg.trainer, accelerator="cpu", devices=1, strategy="auto", logger=False
+    )
+
+
+def test_gpu_recipe_runs_on_cpu_in_bf16_with_compile(compose_cfg, fast_overrides):
+    """trainer=gpu with the accelerator swapped to CPU: bf16 autocast and torch.compile."""
+    cfg = compose_cfg(
+        "train",
+        [
+            *fast_overrides,
+            "trainer=gpu",
+            "trainer.accelerator=cpu",
+            "+trainer.fast_dev_run=2",
+            "~logger",
+            "callbacks.best_checkpoint=null",
+            "compile=true",
+            "eval.num_episodes=2",
+            "eval.num_envs=2",
+        ],
+    )
+    assert 0.0 <= train(cfg)["success_rate"] <= 1.0

@@ -1,0 +1,271 @@
+"""Bad input, interruptions, safe checkpoints, non-finite losses, determinism."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from vla.checkpoint import CheckpointError, load_policy, read_checkpoint
+from vla.train import train
+from vla.training.checkpoint_io import AtomicCheckpointIO
+from vla.training.module import BCModule
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model.d_model=100", "model.n_heads=3"], "d_model=100 is not divisible by n_heads=3"),
+        (["env.image_size=60"], "image_size=60 is not divisible by patch_size=8"),
+        (["env.num_targets=9"], "env.num_targets=9"),
+        (["data.batch_size=0"], "data.batch_size=0"),
+        (["optimizer.lr=0"], "optimizer.lr=0"),
+        (["trainer.max_epochs=0"], "trainer.max_epochs=0"),
+        (["eval.num_episodes=-1"], "eval.num_episodes=-1"),
+        (["model.head=foo"], "unknown head 'foo'"),
+        (["ckpt_path=/nonexistent/last.ckpt"], "does not exist"),
+    ],
+)
+def test_bad_config_fails_before_any_work(compose_cfg, tmp_path, overrides, message):
+    cfg = compose_cfg(
+        "train",
+        [f"paths.output_dir={tmp_path}/run", f"data.dir={tmp_path}/data", "model=tiny", *overrides],
+    )
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert not (tmp_path / "data").exists()  # failed before collecting anything
+
+
+def test_scripts_print_one_line_and_exit_nonzero(tmp_path):
+    runs = [
+        (["scripts/train.py", "model.d_model=100", "model.n_heads=3"], "d_model=100"),
+        (["scripts/eval.py", f"ckpt_path={tmp_path}/missing.ckpt"], "does not exist"),
+        (
+            ["scripts/eval.py", f"ckpt_path={tmp_path}/x.ckpt", "eval.num_episodes=0"],
+            "eval.num_episodes=0",
+        ),
+    ]
+    (tmp_path / "x.ckpt").write_bytes(b"")
+    for args, message in runs:
+        out = subprocess.run(
+            [sys.executable, *args, f"hydra.run.dir={tmp_path}/run"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 2, out.stderr
+        assert message in out.stderr and "Traceback" not in out.stderr
+        assert len([line for line in out.stderr.splitlines() if line.startswith("error:")]) == 1
+
+
+def test_random_bytes_and_truncated_checkpoints_are_refused(tiny_ckpt, tmp_path):
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(os.urandom(4096))
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        read_checkpoint(junk)
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(tiny_ckpt.read_bytes()[:5000])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        read_checkpoint(cut)
+    not_ours = tmp_path / "plain.ckpt"
+    torch.save({"weights": torch.zeros(3)}, not_ours)
+    with pytest.raises(CheckpointError, match="not a vla training checkpoint"):
+        read_checkpoint(not_ours)
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_checkpoint_that_would_run_code_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.ckpt"
+    torch.save({"vla": {}, "state_dict": {}, "payload": _RunsCode(marker)}, evil)
+    with pytest.raises(CheckpointError, match="refused by the safe loader"):
+        read_checkpoint(evil)
+    assert not marker.exists()
+
+
+def test_checkpoint_config_may_only_name_vla_classes(tiny_ckpt, tmp_path):
+    ckpt = torch.load(tiny_ckpt, weights_only=True)
+    ckpt["vla"]["policy_config"]["head"]["_target_"] = "os.system"
+    bad = tmp_path / "foreign.ckpt"
+    torch.save(ckpt, bad)
+    with pytest.raises(CheckpointError, match="only vla"):
+        load_policy(bad)
+
+
+def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cfg, tmp_path):
+    cfg = compose_cfg(
+        "train",
+        [
+            "debug=fast",
+            "model=tiny",
+            "env.image_size=32",
+            "model.depth=3",
+            f"ckpt_path={tiny_ckpt}",
+            f"paths.output_dir={tmp_path}/run",
+            f"data.dir={tmp_path}/d",
+        ],
+    )
+    with pytest.raises(CheckpointError, match="different architecture"):
+        train(cfg)
+    ckpt = torch.load(tiny_ckpt, weights_only=True)
+    ckpt["vla"]["policy_config"]["encoder"]["depth"] = 3
+    torch.save(ckpt, tmp_path / "mismatch.ckpt")
+    with pytest.raises(CheckpointError, match="do not fit the architecture"):
+        load_policy(tmp_path / "mismatch.ckpt")
+
+
+def test_atomic_save_never_leaves_a_corrupt_checkpoint(tmp_path, monkeypatch):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"vla": {}, "state_dict": {"w": torch.ones(2)}}, path)
+
+    def dies_midway(obj, f):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", dies_midway)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"vla": {}, "state_dict": {"w": torch.zeros(2)}}, path)
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_nonfinite_loss_stops_with_the_step_or_skips(tiny_ckpt):
+    policy, _ = load_policy(tiny_ckpt)
+    batch = {
+        "image": torch.zeros(2, 32, 32, 3, dtype=torch.uint8),
+        "state": torch.zeros(2, 4),
+        "tokens": policy.tokenizer.encode(["go to the red circle"] * 2),
+        "action": torch.full((2, 2), float("nan")),
+    }
+    module = BCModule(policy, optimizer=torch.optim.AdamW)
+    with pytest.raises(FloatingPointError, match="at step 0"):
+        module.training_step(batch, 0)
+    skipping = BCModule(policy, optimizer=torch.optim.AdamW, nonfinite="skip")
+    assert skipping.training_step(batch, 0) is None and skipping.skipped_batches == 1
+
+
+def _train_in_subprocess(tmp_path, *extra):
+    args = [
+        sys.executable,
+        "scripts/train.py",
+        "model=tiny",
+        "env.image_size=32",
+        "data.num_episodes=200",
+        "data.val_episodes=10",
+        "trainer.max_epochs=100",
+        "callbacks.rollout_eval.num_episodes=2",
+        "callbacks.rollout_eval.num_envs=2",
+        "callbacks.rollout_eval.record=0",
+        "~logger",
+        "callbacks.best_checkpoint=null",
+        f"hydra.run.dir={tmp_path}/run",
+        f"data.dir={tmp_path}/data",
+        *extra,
+    ]
+    return subprocess.Popen(
+        args,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _wait_for_step(ckpt: Path, min_step: int, proc, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if ckpt.exists():
+            try:
+                if read_checkpoint(ckpt)["global_step"] >= min_step:
+                    return
+            except CheckpointError:
+                pass
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"no checkpoint at step >= {min_step}: {proc.communicate()[1][-2000:]}")
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=5")
+    _wait_for_step(ckpt, 5, proc)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "resume with ckpt_path=" in stderr and "Traceback" not in stderr
+    assert read_checkpoint(ckpt)["global_step"] >= 5
+
+
+def test_kill_9_loses_at_most_the_checkpoint_interval_and_resumes(tmp_path, compose_cfg):
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=4")
+    _wait_for_step(ckpt, 8, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    saved = read_checkpoint(ckpt)  # whole, whatever the kill interrupted
+    assert saved["global_step"] % 4 == 0 and saved["global_step"] >= 8
+    cfg = compose_cfg(
+        "train",
+        [
+            "model=tiny",
+            "env.image_size=32",
+            "data.num_episodes=200",
+            "data.val_episodes=10",
+            "trainer.max_epochs=100",
+            f"trainer.max_steps={saved['global_step'] + 3}",
+            "~logger",
+            "callbacks.rollout_eval.num_episodes=2",
+            "callbacks.rollout_eval.num_envs=2",
+            "eval.num_episodes=2",
+            f"ckpt_path={ckpt}",
+            f"paths.output_dir={tmp_path}/resumed",
+            f"data.dir={tmp_path}/data",
+        ],
+    )
+    assert train(cfg)["global_step"] == saved["global_step"] + 3
+
+
+def _weights_after_steps(compose_cfg, tmp_path, seed):
+    cfg = compose_cfg(
+        "train",
+        [
+            "debug=fast",
+            "model=tiny",
+            "env.image_size=32",
+            "~logger",
+            f"seed={seed}",
+            "data.shift=2",
+            f"paths.output_dir={tmp_path}",
+            f"data.dir={tmp_path.parent}/data",
+            "eval.num_episodes=1",
+            "eval.num_envs=1",
+        ],
+    )
+    train(cfg)
+    return read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["state_dict"]
+
+
+def test_same_seed_gives_bit_identical_weights(compose_cfg, tmp_path):
+    a = _weights_after_steps(compose_cfg, tmp_path / "a", seed=1)
+    b = _weights_after_steps(compose_cfg, tmp_path / "b", seed=1)
+    c = _weights_after_steps(compose_cfg, tmp_path / "c", seed=2)
+    assert a.keys() == b.keys()
+    tensors = [k for k in a if isinstance(a[k], torch.Tensor)]
+    assert all(torch.equal(a[k], b[k]) for k in tensors)
+    assert any(not torch.equal(a[k], c[k]) for k in tensors if a[k].is_floating_point())

@@ -1,0 +1,149 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import hydra
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from vla.checkpoint import load_policy, read_checkpoint
+from vla.evaluate import evaluate
+from vla.train import train
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUPS = {
+    "env": ["reach"],
+    "data": ["default"],
+    "model": ["tiny", "small", "base"],
+    "trainer": ["cpu"],
+    "logger": ["tensorboard"],
+    "callbacks": ["default"],
+    "debug": ["fast"],
+}
+
+
+@pytest.mark.parametrize("group, option", [(g, o) for g, opts in GROUPS.items() for o in opts])
+def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, group, option):
+    cfg = compose_cfg("train", [f"{group}={option}", f"paths.output_dir={tmp_path}"])
+    policy = hydra.utils.instantiate(cfg.model.policy)
+    assert sum(p.numel() for p in policy.parameters()) > 0
+    hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+    for name, cb in cfg.callbacks.items():
+        assert hydra.utils.instantiate(cb) is not None, name
+    hydra.utils.instantiate(cfg.optimizer)([torch.nn.Parameter(torch.zeros(1))])
+
+
+def test_command_line_override_changes_the_model(compose_cfg, tmp_path):
+    def count(overrides):
+        cfg = compose_cfg("train", [f"paths.output_dir={tmp_path}", *overrides])
+        return sum(p.numel() for p in hydra.utils.instantiate(cfg.model.policy).parameters())
+
+    assert count(["model.depth=1"]) < count([]) < count(["model.d_model=192", "model.n_heads=4"])
+
+
+def test_fast_dev_run(compose_cfg, fast_overrides):
+    cfg = compose_cfg(
+        "train",
+        [
+            *fast_overrides,
+            "+trainer.fast_dev_run=true",
+            "~logger",
+            "callbacks.best_checkpoint=null",
+        ],
+    )
+    metrics = train(cfg)
+    assert 0.0 <= metrics["success_rate"] <= 1.0
+
+
+@pytest.fixture
+def trained_run(compose_cfg, fast_overrides, tmp_path):
+    cfg = compose_cfg("train", fast_overrides)
+    metrics = train(cfg)
+    return Path(cfg.paths.output_dir), metrics, cfg
+
+
+def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run):
+    run, metrics, cfg = trained_run
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    assert list((run / "checkpoints").glob("best-*.ckpt"))
+    saved = json.loads((run / "metrics.json").read_text())
+    assert saved["success_rate"] == metrics["success_rate"]
+    assert 0.0 <= saved["success_rate"] <= 1.0 and saved["num_episodes"] == cfg.eval.num_episodes
+    assert saved["timings"]["total_s"] > 0
+    events = EventAccumulator(str(run / "tensorboard")).Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "val/loss", "val/action_mse", "eval/success_rate"} <= tags
+    assert any(t.startswith("lr-") for t in tags)
+    assert events.Tags()["images"]  # rollout filmstrips
+    losses = [e.value for e in events.Scalars("train/loss")]
+    assert all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_checkpoint_rebuilds_the_policy_alone(trained_run):
+    run, _, _ = trained_run
+    ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
+    assert ckpt["vla"]["policy_config"]["_target_"].startswith("vla.")
+    policy, env_kwargs = load_policy(run / "checkpoints" / "last.ckpt")
+    assert env_kwargs["image_size"] == 32
+    assert not policy.training
+
+
+def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
+    run, _, _ = trained_run
+    cfg = compose_cfg(
+        "eval",
+        [
+            f"ckpt_path={run}/checkpoints/last.ckpt",
+            "eval.num_episodes=6",
+            "eval.record=2",
+            f"paths.output_dir={tmp_path}/eval",
+        ],
+    )
+    metrics = evaluate(cfg)
+    saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert saved["num_episodes"] == 6 and saved["success_rate"] == metrics["success_rate"]
+    assert {"mean_steps", "success_by_colour", "success_by_shape"} <= set(saved)
+    gifs = list((tmp_path / "eval").glob("*.gif"))
+    assert len(gifs) == 2 and all(g.stat().st_size > 0 for g in gifs)
+
+
+def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_overrides, tmp_path):
+    run, _, first_cfg = trained_run
+    ckpt = run / "checkpoints" / "last.ckpt"
+    saved_step = read_checkpoint(ckpt)["global_step"]
+    assert saved_step == 5
+    cfg = compose_cfg(
+        "train",
+        [
+            *fast_overrides[:-2],
+            f"paths.output_dir={tmp_path}/resumed",
+            f"data.dir={tmp_path}/data",
+            f"ckpt_path={ckpt}",
+            "trainer.max_epochs=2",
+        ],
+    )
+    metrics = train(cfg)
+    assert metrics["global_step"] == saved_step + 5
+
+
+def test_train_script_end_to_end(tmp_path):
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "train.py"),
+            "debug=fast",
+            "model=tiny",
+            "env.image_size=32",
+            f"hydra.run.dir={tmp_path}/run",
+            f"data.dir={tmp_path}/data",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "success rate" in out.stdout
+    assert (tmp_path / "run" / "metrics.json").is_file()
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()

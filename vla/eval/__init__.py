@@ -1,0 +1,1 @@
+"""Evaluation: closed-loop rollouts, modality ablations and rollout videos."""

@@ -1,0 +1,150 @@
+"""Closed-loop evaluation: many seeded episodes in a `gymnasium.vector` env, one batched
+policy call per step for all of them."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from tqdm.auto import tqdm
+
+from vla.envs import render
+from vla.envs.instructions import PAIRS
+from vla.envs.reach import ReachEnv
+from vla.models.policy import VLAPolicy
+
+ABLATIONS = ("language", "image", "state")
+NEUTRAL_INSTRUCTION = "go to the"  # names no colour and no shape
+
+
+@dataclass
+class Rollouts:
+    """Per-episode outcomes of an evaluation, plus recorded frames of the first few episodes."""
+
+    seeds: np.ndarray  # [N]
+    success: np.ndarray  # [N] bool
+    steps: np.ndarray  # [N] steps until success or truncation
+    target_pair: np.ndarray  # [N] index into PAIRS
+    instructions: list[str]
+    frames: list[list[np.ndarray]] = field(default_factory=list)  # render frames per episode
+
+    def metrics(self) -> dict:
+        by_colour, by_shape = {}, {}
+        for key, pick in ((by_colour, 0), (by_shape, 1)):
+            names = np.array([PAIRS[p][pick] for p in self.target_pair])
+            for name in sorted(set(names)):
+                key[name] = float(self.success[names == name].mean())
+        return {
+            "success_rate": float(self.success.mean()),
+            "num_episodes": len(self.success),
+            "mean_steps": float(self.steps.mean()),
+            "mean_steps_success": float(self.steps[self.success].mean())
+            if self.success.any()
+            else None,
+            "success_by_colour": by_colour,
+            "success_by_shape": by_shape,
+        }
+
+
+def check_ablations(ablate: Sequence[str]) -> tuple[str, ...]:
+    unknown = sorted(set(ablate) - set(ABLATIONS))
+    if unknown:
+        raise ValueError(
+            f"eval.ablate={list(ablate)} has unknown entries {unknown}: "
+            f"expected a subset of {list(ABLATIONS)}"
+        )
+    return tuple(ablate)
+
+
+def ablate_inputs(policy: VLAPolicy, image, state, tokens, ablate: Sequence[str]):
+    """Replaces the named modalities with uninformative inputs: a blank arena (no targets, no
+    effector), the training-mean state, and an instruction that names nothing."""
+    if "image" in ablate:
+        image = torch.empty_like(image)
+        image[:] = torch.tensor(render.BACKGROUND, dtype=image.dtype)
+    if "state" in ablate:
+        state = policy.normalizer.state_mean.to(state).expand_as(state).clone()
+    if "language" in ablate:
+        neutral = policy.tokenizer.encode([NEUTRAL_INSTRUCTION]).to(tokens.device)
+        tokens = neutral.expand(len(tokens), -1).clone()
+    return image, state, tokens
+
+
+def rollout(
+    policy: VLAPolicy,
+    env_kwargs: dict,
+    num_episodes: int,
+    seed: int,
+    num_envs: int = 50,
+    record: int = 0,
+    ablate: Sequence[str] = (),
+    progress: bool = False,
+) -> Rollouts:
+    """Runs `num_episodes` episodes with seeds `seed, seed+1, ...` in waves of `num_envs`.
+
+    Args:
+        record: number of episodes (the first ones) whose rendered frames are kept.
+        ablate: modalities to replace with uninformative inputs (see `ablate_inputs`).
+    """
+    if num_episodes < 1:
+        raise ValueError(f"eval.num_episodes={num_episodes} must be >= 1")
+    ablate = check_ablations(ablate)
+    device = next(policy.parameters()).device
+    was_training = policy.training
+    policy.eval()
+    make = functools.partial(ReachEnv, **{**env_kwargs, "render_mode": "rgb_array"})
+    max_steps = make().max_episode_steps
+    out = dict(success=[], steps=[], target_pair=[], instructions=[])
+    frames: list[list[np.ndarray]] = []
+    bar = tqdm(total=num_episodes, desc="rollouts", unit="ep", disable=not progress)
+    for start in range(0, num_episodes, num_envs):
+        n = min(num_envs, num_episodes - start)
+        envs = SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.DISABLED, copy=False)
+        obs, info = envs.reset(seed=[seed + start + i for i in range(n)])
+        texts = list(obs["instruction"])
+        tokens = policy.tokenizer.encode(texts).to(device)  # fixed for the episode
+        keep = min(max(record - start, 0), n)
+        wave_frames = [[envs.envs[i].render()] for i in range(keep)]
+        done = np.zeros(n, dtype=bool)
+        success = np.zeros(n, dtype=bool)
+        steps = np.full(n, max_steps)
+        for t in range(max_steps):
+            image = torch.from_numpy(obs["image"]).to(device)
+            state = torch.from_numpy(obs["state"]).to(device)
+            with torch.inference_mode():
+                inputs = ablate_inputs(policy, image, state, tokens, ablate)
+                action = policy.predict_action_tensors(*inputs).float().cpu().numpy()
+            obs, _, terminated, truncated, _ = envs.step(action)
+            for i in range(keep):
+                if not done[i]:
+                    wave_frames[i].append(envs.envs[i].render())
+            newly = ~done & (terminated | truncated)
+            success[newly] = terminated[newly]
+            steps[newly] = t + 1
+            done |= newly
+            if done.all():
+                break
+            ended = terminated | truncated
+            if ended.any():  # restart ended envs so the wave can go on; their new episodes
+                obs, _ = envs.reset(options={"reset_mask": ended})  # are ignored
+        envs.close()
+        out["success"].append(success)
+        out["steps"].append(steps)
+        out["target_pair"].append(np.asarray(info["target_pair"]))
+        out["instructions"] += texts
+        frames += wave_frames
+        bar.update(n)
+    bar.close()
+    policy.train(was_training)
+    return Rollouts(
+        seeds=np.arange(seed, seed + num_episodes),
+        success=np.concatenate(out["success"]),
+        steps=np.concatenate(out["steps"]),
+        target_pair=np.concatenate(out["target_pair"]),
+        instructions=out["instructions"],
+        frames=frames,
+    )

@@ -1,0 +1,155 @@
+"""train(cfg): collect demos if needed, train by behavior cloning, evaluate by rollouts."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import lightning as L
+from lightning.pytorch.callbacks import LearningRateMonitor
+from omegaconf import DictConfig, OmegaConf
+
+from vla.checkpoint import load_weights, read_checkpoint
+from vla.config import instantiate
+from vla.data.collect import env_kwargs_of
+from vla.data.datamodule import ReachDataModule
+from vla.eval.rollout import rollout
+from vla.runtime import configure_torch
+from vla.training.module import BCModule
+
+
+class TrainingInterrupted(RuntimeError):
+    """Training stopped by Ctrl-C (after saving a checkpoint)."""
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Fails fast, before any expensive work, on values that cannot work."""
+    positive = {
+        "data.batch_size": cfg.data.batch_size,
+        "data.num_episodes": cfg.data.num_episodes,
+        "optimizer.lr": cfg.optimizer.lr,
+        "trainer.max_epochs": cfg.trainer.max_epochs,
+        "eval.num_episodes": cfg.eval.num_episodes,
+    }
+    for key, value in positive.items():
+        if value is None or value <= 0:
+            raise ValueError(f"{key}={value} must be > 0")
+
+
+def check_resumable(ckpt_path, policy) -> None:
+    """The checkpoint exists, loads as data only, and fits this config's architecture."""
+    load_weights(
+        policy,
+        read_checkpoint(ckpt_path),
+        f"ckpt_path={str(ckpt_path)!r} was trained with a different architecture than this "
+        "config (use the same model overrides to resume)",
+    )
+
+
+def train(cfg: DictConfig) -> dict:
+    """Trains a policy as `cfg` says; returns the final metrics (also in <run>/metrics.json)."""
+    start = time.perf_counter()
+    check_config(cfg)
+    configure_torch(cfg.get("threads"))
+    out_dir = Path(cfg.paths.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    policy = instantiate(cfg.model.policy)
+    if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
+        check_resumable(cfg.ckpt_path, policy)
+    env_kwargs = env_kwargs_of(cfg.env)
+    datamodule = ReachDataModule(
+        env=env_kwargs, **cfg.data, tokenize=policy.tokenizer.encode, shuffle_seed=cfg.seed
+    )
+    datamodule.prepare_data()
+    collected = time.perf_counter()
+    policy.set_normalization(**datamodule.statistics())
+
+    module = BCModule(
+        policy,
+        optimizer=instantiate(cfg.optimizer),
+        scheduler=instantiate(cfg.scheduler),
+        policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
+        env_config=env_kwargs,
+        nonfinite=cfg.nonfinite,
+    )
+    if cfg.get("compile"):
+        policy.compile()  # in place: parameter names (and checkpoints) stay the same
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
+    logger = instantiate(cfg.logger) if cfg.get("logger") else False
+    if not logger:  # nothing to log learning rates to
+        callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
+    if logger:
+        logger.log_hyperparams(_flat_hparams(cfg), {"eval/success_rate": 0.0})
+    num_params = sum(p.numel() for p in policy.parameters())
+    print(f"policy: {num_params / 1e6:.2f}M parameters, {policy.num_tokens()} tokens")
+
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+    except SystemExit:  # Lightning exits after a Ctrl-C; LastCheckpoint has saved by then
+        saved = [c.saved_on_interrupt for c in callbacks if getattr(c, "saved_on_interrupt", None)]
+        where = f"resume with ckpt_path={saved[0]}" if saved else "no checkpoint was saved"
+        raise TrainingInterrupted(f"interrupted at step {trainer.global_step}: {where}") from None
+    trained = time.perf_counter()
+
+    if not trainer.is_global_zero:
+        return {}
+    metrics = final_evaluation(cfg, policy, env_kwargs, out_dir, callbacks, trainer)
+    metrics["timings"] = dict(
+        collect_s=collected - start,
+        train_s=trained - collected,
+        eval_s=time.perf_counter() - trained,
+        total_s=time.perf_counter() - start,
+    )
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    print(
+        f"\nsuccess rate {metrics['success_rate']:.1%} over {metrics['num_episodes']} episodes "
+        f"(mean {metrics['mean_steps']:.1f} steps) | wall time {metrics['timings']['total_s']:.0f}s"
+        f"\nbest checkpoint: {metrics['best_checkpoint']}\nrun directory: {out_dir}"
+    )
+    return metrics
+
+
+def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer) -> dict:
+    """Rollouts of the final weights; their success rate also goes to TensorBoard."""
+    result = rollout(
+        policy,
+        env_kwargs,
+        cfg.eval.num_episodes,
+        cfg.eval.seed,
+        num_envs=cfg.eval.num_envs,
+        progress=True,
+    )
+    metrics = result.metrics() | dict(
+        num_parameters=sum(p.numel() for p in policy.parameters()),
+        global_step=trainer.global_step,
+        last_checkpoint=str(out_dir / "checkpoints" / "last.ckpt"),
+        best_checkpoint=_best_checkpoint(callbacks),
+    )
+    if trainer.logger:
+        trainer.logger.experiment.add_scalar(
+            "final/success_rate", metrics["success_rate"], trainer.global_step
+        )
+        trainer.logger.experiment.flush()
+    return metrics
+
+
+def _best_checkpoint(callbacks) -> str | None:
+    for c in callbacks:
+        if isinstance(c, L.pytorch.callbacks.ModelCheckpoint) and c.monitor and c.best_model_path:
+            return c.best_model_path
+    return None
+
+
+def _flat_hparams(cfg: DictConfig) -> dict:
+    """Scalar hyperparameters worth comparing across runs, for TensorBoard's HPARAMS tab."""
+    flat = {}
+    for group in ("model", "data", "env", "optimizer", "trainer"):
+        for k, v in OmegaConf.to_container(cfg[group], resolve=True).items():
+            if isinstance(v, int | float | str | bool) and not k.startswith("_"):
+                flat[f"{group}.{k}"] = v
+    flat["seed"] = cfg.seed
+    return flat

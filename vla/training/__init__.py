@@ -1,0 +1,1 @@
+"""Training: the Lightning module (behavior cloning recipe), schedule and callbacks."""

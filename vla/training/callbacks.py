@@ -1,0 +1,106 @@
+"""Training callbacks: closed-loop rollout evaluation, logged to TensorBoard."""
+
+from __future__ import annotations
+
+import time
+
+import lightning as L
+from lightning.pytorch.loggers import TensorBoardLogger
+
+from vla.data.collect import env_kwargs_of
+from vla.data.seeds import EVAL_SEED_START
+from vla.eval.rollout import rollout
+from vla.eval.video import annotate, filmstrip
+
+
+class RolloutEval(L.Callback):
+    """Every `every_n_epochs` validations, rolls the policy out in the env and logs
+    `eval/success_rate` and `eval/mean_steps` (so checkpoints can be chosen by success), plus
+    filmstrips of `record` episodes as TensorBoard images.
+
+    Args:
+        env: the env config to evaluate in (kwargs of ReachEnv).
+        num_episodes: episodes per evaluation.
+        seed: first episode seed; evaluation seeds never overlap the demonstrations'.
+        num_envs: envs stepped together (batched inference).
+        every_n_epochs: evaluate at every n-th validation.
+        record: episodes whose frames are logged.
+    """
+
+    def __init__(
+        self,
+        env,
+        num_episodes: int = 100,
+        seed: int = EVAL_SEED_START,
+        num_envs: int = 50,
+        every_n_epochs: int = 1,
+        record: int = 2,
+    ):
+        if num_episodes < 1:
+            raise ValueError(f"callbacks.rollout_eval.num_episodes={num_episodes} must be >= 1")
+        if every_n_epochs < 1:
+            raise ValueError(f"callbacks.rollout_eval.every_n_epochs={every_n_epochs} must be >= 1")
+        self.env_kwargs = env_kwargs_of(env)
+        self.num_episodes, self.seed, self.num_envs = num_episodes, seed, num_envs
+        self.every_n_epochs, self.record = every_n_epochs, record
+        self.last_success_rate = 0.0
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule):
+        if trainer.sanity_checking:
+            return
+        epoch = trainer.current_epoch + 1
+        last = trainer.max_epochs is not None and epoch >= trainer.max_epochs
+        if trainer.is_global_zero and (epoch % self.every_n_epochs == 0 or last):
+            start = time.perf_counter()
+            result = rollout(
+                pl_module.policy,
+                self.env_kwargs,
+                self.num_episodes,
+                self.seed,
+                num_envs=self.num_envs,
+                record=self.record,
+            )
+            metrics = result.metrics()
+            self.last_success_rate = metrics["success_rate"]
+            pl_module.log("eval/mean_steps", metrics["mean_steps"], rank_zero_only=True)
+            pl_module.log("eval/seconds", time.perf_counter() - start, rank_zero_only=True)
+            self._log_frames(trainer, result)
+        # every rank logs the same value (rank 0's), so checkpointing by it agrees everywhere;
+        # between evaluations the last value keeps the monitored key defined
+        self.last_success_rate = trainer.strategy.broadcast(self.last_success_rate, src=0)
+        pl_module.log("eval/success_rate", self.last_success_rate, prog_bar=True)
+
+    def _log_frames(self, trainer: L.Trainer, result) -> None:
+        for logger in trainer.loggers:
+            if isinstance(logger, TensorBoardLogger):
+                for i, frames in enumerate(result.frames):
+                    frames = annotate(frames, result.instructions[i], bool(result.success[i]))
+                    strip = filmstrip(frames)
+                    logger.experiment.add_image(
+                        f"rollout/episode_{i}", strip, trainer.global_step, dataformats="HWC"
+                    )
+
+    def state_dict(self) -> dict:
+        return {"last_success_rate": float(self.last_success_rate)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.last_success_rate = float(state_dict.get("last_success_rate", 0.0))
+
+
+class LastCheckpoint(L.Callback):
+    """Keeps `<dirpath>/last.ckpt` current at the end of every epoch (so it holds the final
+    weights when training ends), and saves it on Ctrl-C before Lightning shuts down, so
+    `ckpt_path=<run>/checkpoints/last.ckpt` continues from the step where training stopped.
+    Mid-epoch saves every N steps come from the `last_checkpoint` ModelCheckpoint."""
+
+    def __init__(self, dirpath: str):
+        self.path = f"{dirpath}/last.ckpt"
+        self.saved_on_interrupt: str | None = None
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule):
+        trainer.save_checkpoint(self.path)
+
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception):
+        if isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":
+            trainer.save_checkpoint(self.path)
+            self.saved_on_interrupt = self.path

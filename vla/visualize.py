@@ -1,0 +1,51 @@
+"""visualize(cfg): PNGs of the readout's attention over patches and words, per layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from PIL import Image
+
+from vla.checkpoint import load_policy
+from vla.data.seeds import check_eval_seeds
+from vla.envs.reach import ReachEnv
+from vla.eval.attention import episode_attention_figures
+from vla.runtime import configure_torch
+
+
+def visualize(cfg: DictConfig) -> list[Path]:
+    n, seed = cfg.viz.num_episodes, cfg.viz.seed
+    if n is None or n <= 0:
+        raise ValueError(f"viz.num_episodes={n} must be > 0")
+    check_eval_seeds(seed, seed + n - 1)
+    steps = sorted(int(s) for s in cfg.viz.steps)
+    if not steps or steps[0] < 0:
+        raise ValueError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
+    configure_torch()
+    policy, env_kwargs = load_policy(cfg.ckpt_path)
+    env_kwargs.update(OmegaConf.to_container(cfg.env, resolve=True) or {})
+    out_dir = Path(cfg.paths.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = ReachEnv(**{**env_kwargs, "render_mode": "rgb_array"})
+    written = []
+    for e in range(n):
+        obs, _ = env.reset(seed=seed + e)
+        for t in range(steps[-1] + 1):
+            if t in steps:
+                batch = {
+                    "image": obs["image"][None],
+                    "state": obs["state"][None],
+                    "instruction": [obs["instruction"]],
+                }
+                (figure,) = episode_attention_figures(policy, batch, [env.render()])
+                path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"
+                Image.fromarray(figure).save(path)
+                written.append(path)
+            action = policy.predict_action(obs)
+            obs, _, terminated, truncated, _ = env.step(np.asarray(action))
+            if terminated or truncated:
+                break
+    print(f"{len(written)} attention pictures written to {out_dir}")
+    return written
