@@ -160,6 +160,7 @@ def test_nonfinite_loss_stops_with_the_step_or_skips(tiny_ckpt):
 
 
 def _train_in_subprocess(tmp_path, *extra):
+    """Starts a long training run; its output goes to files (a full pipe would stall it)."""
     args = [
         sys.executable,
         "scripts/train.py",
@@ -173,21 +174,24 @@ def _train_in_subprocess(tmp_path, *extra):
         "callbacks.rollout_eval.record=0",
         "~logger",
         "callbacks.best_checkpoint=null",
+        "+trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path}/run",
         f"data.dir={tmp_path}/data",
         *extra,
     ]
-    return subprocess.Popen(
-        args,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    # the child keeps its own copies of the file descriptors
+    with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
+        return subprocess.Popen(
+            args,
+            cwd=ROOT,
+            stdout=out,
+            stderr=err,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
-def _wait_for_step(ckpt: Path, min_step: int, proc, timeout=120):
+def _wait_for_step(ckpt: Path, min_step: int, proc, timeout=300):
     deadline = time.time() + timeout
     while time.time() < deadline and proc.poll() is None:
         if ckpt.exists():
@@ -198,7 +202,8 @@ def _wait_for_step(ckpt: Path, min_step: int, proc, timeout=120):
                 pass
         time.sleep(0.2)
     proc.kill()
-    raise AssertionError(f"no checkpoint at step >= {min_step}: {proc.communicate()[1][-2000:]}")
+    stderr = (ckpt.parents[2] / "stderr.txt").read_text()
+    raise AssertionError(f"no checkpoint at step >= {min_step}: {stderr[-2000:]}")
 
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
@@ -206,7 +211,8 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=5")
     _wait_for_step(ckpt, 5, proc)
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
+    proc.wait(timeout=300)
+    stderr = (tmp_path / "stderr.txt").read_text()
     assert proc.returncode == 130, stderr[-2000:]
     assert "resume with ckpt_path=" in stderr and "Traceback" not in stderr
     assert read_checkpoint(ckpt)["global_step"] >= 5
@@ -217,7 +223,7 @@ def test_kill_9_loses_at_most_the_checkpoint_interval_and_resumes(tmp_path, comp
     proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=4")
     _wait_for_step(ckpt, 8, proc)
     proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=30)
+    proc.wait(timeout=60)
     saved = read_checkpoint(ckpt)  # whole, whatever the kill interrupted
     assert saved["global_step"] % 4 == 0 and saved["global_step"] >= 8
     cfg = compose_cfg(

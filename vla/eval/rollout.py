@@ -113,11 +113,13 @@ def rollout(
         success = np.zeros(n, dtype=bool)
         steps = np.full(n, max_steps)
         for t in range(max_steps):
-            image = torch.from_numpy(obs["image"]).to(device)
-            state = torch.from_numpy(obs["state"]).to(device)
+            active = np.flatnonzero(~done)  # finished episodes need no more inference
+            image = torch.from_numpy(obs["image"][active]).to(device)
+            state = torch.from_numpy(obs["state"][active]).to(device)
+            action = np.zeros((n, 2), dtype=np.float32)  # finished envs stand still
             with torch.inference_mode():
-                inputs = ablate_inputs(policy, image, state, tokens, ablate)
-                action = policy.predict_action_tensors(*inputs).float().cpu().numpy()
+                inputs = ablate_inputs(policy, image, state, tokens[active], ablate)
+                action[active] = policy.predict_action_tensors(*inputs).float().cpu().numpy()
             obs, _, terminated, truncated, _ = envs.step(action)
             for i in range(keep):
                 if not done[i]:
@@ -129,8 +131,8 @@ def rollout(
             if done.all():
                 break
             ended = terminated | truncated
-            if ended.any():  # restart ended envs so the wave can go on; their new episodes
-                obs, _ = envs.reset(options={"reset_mask": ended})  # are ignored
+            if ended.any():  # vector envs refuse to step an ended env: restart it; its new
+                obs, _ = envs.reset(options={"reset_mask": ended})  # episode is never counted
         envs.close()
         out["success"].append(success)
         out["steps"].append(steps)
