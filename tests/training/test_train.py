@@ -76,7 +76,8 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
     tags = set(events.Tags()["scalars"])
     assert {"train/loss", "val/loss", "val/action_mse", "eval/success_rate"} <= tags
     assert any(t.startswith("lr-") for t in tags)
-    assert events.Tags()["images"]  # rollout filmstrips
+    images = set(events.Tags()["images"])
+    assert "rollout/episode_0" in images and "attention/episode_0" in images
     losses = [e.value for e in events.Scalars("train/loss")]
     assert all(torch.isfinite(torch.tensor(losses)))
 

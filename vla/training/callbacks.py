@@ -9,6 +9,8 @@ from lightning.pytorch.loggers import TensorBoardLogger
 
 from vla.data.collect import env_kwargs_of
 from vla.data.seeds import EVAL_SEED_START
+from vla.envs.reach import ReachEnv
+from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
 from vla.eval.video import annotate, filmstrip
 
@@ -16,7 +18,7 @@ from vla.eval.video import annotate, filmstrip
 class RolloutEval(L.Callback):
     """Every `every_n_epochs` validations, rolls the policy out in the env and logs
     `eval/success_rate` and `eval/mean_steps` (so checkpoints can be chosen by success), plus
-    filmstrips of `record` episodes as TensorBoard images.
+    filmstrips of `record` episodes and the readout's attention map as TensorBoard images.
 
     Args:
         env: the env config to evaluate in (kwargs of ReachEnv).
@@ -64,15 +66,25 @@ class RolloutEval(L.Callback):
             self.last_success_rate = metrics["success_rate"]
             pl_module.log("eval/mean_steps", metrics["mean_steps"], rank_zero_only=True)
             pl_module.log("eval/seconds", time.perf_counter() - start, rank_zero_only=True)
-            self._log_frames(trainer, result)
+            self._log_frames(trainer, result, pl_module.policy)
         # every rank logs the same value (rank 0's), so checkpointing by it agrees everywhere;
         # between evaluations the last value keeps the monitored key defined
         self.last_success_rate = trainer.strategy.broadcast(self.last_success_rate, src=0)
         pl_module.log("eval/success_rate", self.last_success_rate, prog_bar=True)
 
-    def _log_frames(self, trainer: L.Trainer, result) -> None:
+    def _log_frames(self, trainer: L.Trainer, result, policy) -> None:
         for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger):
+            if isinstance(logger, TensorBoardLogger) and result.frames:
+                # where the readout looks at the start of the first recorded episode
+                obs, _ = ReachEnv(**{**self.env_kwargs, "render_mode": "rgb_array"}).reset(
+                    seed=int(result.seeds[0])
+                )
+                batch = {k: obs[k][None] for k in ("image", "state")}
+                batch["instruction"] = [obs["instruction"]]
+                (figure,) = episode_attention_figures(policy, batch, [result.frames[0][0]])
+                logger.experiment.add_image(
+                    "attention/episode_0", figure, trainer.global_step, dataformats="HWC"
+                )
                 for i, frames in enumerate(result.frames):
                     frames = annotate(frames, result.instructions[i], bool(result.success[i]))
                     strip = filmstrip(frames)
