@@ -130,7 +130,7 @@ def test_predict_action_single_and_batched(make_policy):
 
 
 def test_predict_action_refuses_bad_input_and_maps_unknown_words(make_policy):
-    policy = make_policy("tiny")
+    policy = make_policy("tiny", "model.head=continuous")  # unquantised, so words show
     image, state = np.zeros((32, 32, 3), np.uint8), np.full(4, 0.5, np.float32)
     bad_state = state.copy()
     bad_state[1] = np.nan

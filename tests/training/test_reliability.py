@@ -148,9 +148,9 @@ def test_nonfinite_loss_stops_with_the_step_or_skips(tiny_ckpt):
     policy, _ = load_policy(tiny_ckpt)
     batch = {
         "image": torch.zeros(2, 32, 32, 3, dtype=torch.uint8),
-        "state": torch.zeros(2, 4),
+        "state": torch.full((2, 4), float("nan")),  # NaN flows through to the loss
         "tokens": policy.tokenizer.encode(["go to the red circle"] * 2),
-        "action": torch.full((2, 2), float("nan")),
+        "action": torch.zeros(2, 2),
     }
     module = BCModule(policy, optimizer=torch.optim.AdamW)
     with pytest.raises(FloatingPointError, match="at step 0"):
