@@ -6,6 +6,8 @@ against a normalised target. The policy never needs to know which kind it holds.
 
 from __future__ import annotations
 
+import abc
+
 from einops import rearrange
 from torch import Tensor, nn
 
@@ -29,7 +31,7 @@ def bins_to_actions(bins: Tensor, num_bins: int) -> Tensor:
     return (bins.float() + 0.5) / num_bins * 2 - 1
 
 
-class ActionHead(nn.Module):
+class ActionHead(nn.Module, abc.ABC):
     """Base class: subclasses implement `loss_and_prediction`, `predict` and `flops`.
 
     Args:
@@ -60,19 +62,19 @@ class ActionHead(nn.Module):
         loss, logs, _ = self.loss_and_prediction(features, target_norm)
         return loss, logs
 
+    @abc.abstractmethod
     def loss_and_prediction(
         self, features: Tensor, target_norm: Tensor
     ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
         """`loss` plus a detached prediction [B,A] in [-1,1], at little extra cost (for metrics)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def predict(self, features: Tensor) -> Tensor:
         """features [B,R,D] -> normalised actions [B,A] in [-1,1]."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def flops(self) -> int:
         """Forward FLOPs (matmuls) for one sample."""
-        raise NotImplementedError
 
 
 class BinnedActionHead(ActionHead):
