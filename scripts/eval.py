@@ -4,7 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli
-from vla.evaluate import evaluate
+from vla.eval.evaluate import evaluate
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")

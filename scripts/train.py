@@ -4,7 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli
-from vla.train import train
+from vla.training.train import train
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

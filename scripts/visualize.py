@@ -4,7 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli
-from vla.visualize import visualize
+from vla.eval.visualize import visualize
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="visualize")

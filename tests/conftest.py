@@ -32,7 +32,7 @@ def fast_overrides(tmp_path):
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory):
     """last.ckpt of a seconds-long tiny training run, shared by tests that only read it."""
-    from vla.train import train
+    from vla.training.train import train
 
     tmp = tmp_path_factory.mktemp("tiny")
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):

@@ -19,7 +19,7 @@ def run_cli(fn, cfg):
 
     Set VLA_DEBUG=1 to get the full traceback instead.
     """
-    from vla.train import TrainingInterrupted
+    from vla.training.train import TrainingInterrupted
 
     try:
         return fn(cfg)

@@ -7,7 +7,7 @@ from vla.data.seeds import EVAL_SEED_START
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import readout_attention
 from vla.eval.video import annotate, save_gif
-from vla.visualize import visualize
+from vla.eval.visualize import visualize
 
 
 def test_readout_attention_sums_to_one_over_keys(tiny_ckpt):

@@ -7,8 +7,8 @@ from vla.data.seeds import EVAL_SEED_START
 from vla.envs import render
 from vla.envs.instructions import PAIRS
 from vla.envs.reach import ReachEnv
+from vla.eval.evaluate import split_env
 from vla.eval.rollout import NEUTRAL_INSTRUCTION, ablate_inputs, rollout
-from vla.evaluate import split_env
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from vla.checkpoint import read_checkpoint
-from vla.train import train
+from vla.training.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = [

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from vla.checkpoint import CheckpointError, load_policy, read_checkpoint
-from vla.train import train
 from vla.training.checkpoint_io import AtomicCheckpointIO
 from vla.training.module import BCModule
+from vla.training.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,8 +9,8 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from vla.checkpoint import load_policy, read_checkpoint
-from vla.evaluate import evaluate
-from vla.train import train
+from vla.eval.evaluate import evaluate
+from vla.training.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = {
