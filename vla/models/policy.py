@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from vla import keys
-from vla.models.film import FiLM
+from vla.models.film import FiLM, masked_mean
 from vla.models.heads import ActionHead
 from vla.models.image_encoder import ImageEncoder
 from vla.models.normalizer import Normalizer
@@ -165,16 +165,19 @@ class VLAPolicy(nn.Module):
         seq = [patches + te["image"], words + te["text"], state_tok + te["state"]]
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
         masks = [visible.expand(B, patches.shape[1]), pad_mask, visible]
+        pooled = self.readout.instruction_query or self.encoder.film
+        instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
         if self.readout.in_sequence:
-            seq.append(self.readout.query_tokens(B) + te["readout"])  # [B,R,D]
+            seq.append(self.readout.query_tokens(B, instruction) + te["readout"])  # [B,R,D]
             masks.append(visible.expand(B, self.readout.num_readouts))
         x = torch.cat(seq, dim=1)  # -> [B,T,D]
         mask = torch.cat(masks, dim=1)  # -> [B,T], True = PAD
 
         if not need_weights:
-            return self.readout(self.encoder(x, mask), mask)  # [B,T,D] -> [B,R,D]
-        x, weights = self.encoder(x, mask, need_weights=True)
-        features, cross = self.readout(x, mask, need_weights=True)
+            x = self.encoder(x, mask, cond=instruction)  # [B,T,D]
+            return self.readout(x, mask, instruction=instruction)  # [B,T,D] -> [B,R,D]
+        x, weights = self.encoder(x, mask, need_weights=True, cond=instruction)
+        features, cross = self.readout(x, mask, need_weights=True, instruction=instruction)
         return features, weights + ([cross] if cross is not None else [])
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
