@@ -148,3 +148,23 @@ def test_train_script_end_to_end(tmp_path):
     assert "success rate" in out.stdout
     assert (tmp_path / "run" / "metrics.json").is_file()
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_rollouts_run_every_n_steps_and_make_the_learning_curve(compose_cfg, fast_overrides):
+    # 2 epochs of 5 steps, validation every 3 steps (counted across epochs): steps 3, 6, 9;
+    # rollouts at every 2nd validation, and at the first so a best checkpoint can be chosen
+    cfg = compose_cfg(
+        "train",
+        [
+            *fast_overrides,
+            "~logger",
+            "trainer.max_epochs=2",
+            "trainer.val_check_interval=3",
+            "callbacks.rollout_eval.every_n_validations=2",
+        ],
+    )
+    curve = train(cfg)["curve"]
+    assert [p["step"] for p in curve] == [3, 6, 10]
+    assert [p.get("final", False) for p in curve] == [False, False, True]
+    seconds = [p["seconds"] for p in curve]
+    assert 0 < seconds[0] < seconds[1] < seconds[2]

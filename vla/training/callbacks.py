@@ -16,16 +16,21 @@ from vla.eval.video import annotate, filmstrip
 
 
 class RolloutEval(L.Callback):
-    """Every `every_n_epochs` validations, rolls the policy out in the env and logs
-    `eval/success_rate` and `eval/mean_steps` (so checkpoints can be chosen by success), plus
-    filmstrips of `record` episodes and the readout's attention map as TensorBoard images.
+    """Rolls the policy out in the env at every `every_n_validations`-th validation and logs
+    `eval/success_rate` and `eval/mean_steps`, so checkpoints can be chosen by success; plus
+    filmstrips of `record` episodes and the readout's attention map as
+    TensorBoard images. How often validation runs is the trainer's `val_check_interval`
+    (the recipe validates every N optimisation steps, so curves resolve minutes, not epochs).
+
+    `history` keeps every evaluation as {"step", "time" (unix seconds), "success_rate"}: the
+    learning curve that `train` writes to metrics.json and `scripts/study.py` plots.
 
     Args:
         env: the env config to evaluate in (kwargs of ReachEnv).
         num_episodes: episodes per evaluation.
         seed: first episode seed; evaluation seeds never overlap the demonstrations'.
         num_envs: envs stepped together (batched inference).
-        every_n_epochs: evaluate at every n-th validation.
+        every_n_validations: evaluate at every n-th validation.
         record: episodes whose frames are logged.
     """
 
@@ -35,24 +40,36 @@ class RolloutEval(L.Callback):
         num_episodes: int = 100,
         seed: int = EVAL_SEED_START,
         num_envs: int = 50,
-        every_n_epochs: int = 1,
+        every_n_validations: int = 1,
         record: int = 2,
     ):
         if num_episodes < 1:
             raise ValueError(f"callbacks.rollout_eval.num_episodes={num_episodes} must be >= 1")
-        if every_n_epochs < 1:
-            raise ValueError(f"callbacks.rollout_eval.every_n_epochs={every_n_epochs} must be >= 1")
+        if every_n_validations < 1:
+            raise ValueError(
+                f"callbacks.rollout_eval.every_n_validations={every_n_validations} must be >= 1"
+            )
         self.env_kwargs = env_kwargs_of(env)
         self.num_episodes, self.seed, self.num_envs = num_episodes, seed, num_envs
-        self.every_n_epochs, self.record = every_n_epochs, record
+        self.every_n_validations, self.record = every_n_validations, record
+        self.validations = 0
         self.last_success_rate = 0.0
+        self.history: list[dict] = []
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule):
         if trainer.sanity_checking:
             return
-        epoch = trainer.current_epoch + 1
-        last = trainer.max_epochs is not None and epoch >= trainer.max_epochs
-        if trainer.is_global_zero and (epoch % self.every_n_epochs == 0 or last):
+        self.validations += 1
+        # the best-checkpoint callback needs a measured value from the first validation on
+        # (Lightning keeps the last logged value between evaluations)
+        unmeasured = "eval/success_rate" not in trainer.callback_metrics
+        if self.validations % self.every_n_validations == 0 or unmeasured:
+            self._evaluate(trainer, pl_module)
+
+    def _evaluate(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """Rollouts on rank 0; every rank gets rank 0's success rate, so checkpointing by it
+        agrees everywhere (every rank reaches this call at the same step)."""
+        if trainer.is_global_zero:
             start = time.perf_counter()
             result = rollout(
                 pl_module.policy,
@@ -67,10 +84,11 @@ class RolloutEval(L.Callback):
             pl_module.log("eval/mean_steps", metrics["mean_steps"], rank_zero_only=True)
             pl_module.log("eval/seconds", time.perf_counter() - start, rank_zero_only=True)
             self._log_frames(trainer, result, pl_module.policy)
-        # every rank logs the same value (rank 0's), so checkpointing by it agrees everywhere;
-        # between evaluations the last value keeps the monitored key defined
         self.last_success_rate = trainer.strategy.broadcast(self.last_success_rate, src=0)
         pl_module.log("eval/success_rate", self.last_success_rate, prog_bar=True)
+        self.history.append(
+            dict(step=trainer.global_step, time=time.time(), success_rate=self.last_success_rate)
+        )
 
     def _log_frames(self, trainer: L.Trainer, result, policy) -> None:
         for logger in trainer.loggers:
@@ -93,10 +111,16 @@ class RolloutEval(L.Callback):
                     )
 
     def state_dict(self) -> dict:
-        return {"last_success_rate": float(self.last_success_rate)}
+        return {
+            "last_success_rate": float(self.last_success_rate),
+            "validations": self.validations,
+            "history": self.history,
+        }
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.last_success_rate = float(state_dict.get("last_success_rate", 0.0))
+        self.validations = int(state_dict.get("validations", 0))
+        self.history = list(state_dict.get("history", []))
 
 
 class LastCheckpoint(L.Callback):

@@ -16,6 +16,7 @@ from vla.data.collect import env_kwargs_of
 from vla.data.datamodule import ReachDataModule
 from vla.eval.rollout import rollout
 from vla.runtime import configure_torch
+from vla.training.callbacks import RolloutEval
 from vla.training.module import BCModule
 
 
@@ -49,7 +50,7 @@ def check_resumable(ckpt_path, policy) -> None:
 
 def train(cfg: DictConfig) -> dict:
     """Trains a policy as `cfg` says; returns the final metrics (also in <run>/metrics.json)."""
-    start = time.perf_counter()
+    start, start_unix = time.perf_counter(), time.time()
     check_config(cfg)
     configure_torch(cfg.get("threads"))
     out_dir = Path(cfg.paths.output_dir)
@@ -98,6 +99,7 @@ def train(cfg: DictConfig) -> dict:
     if not trainer.is_global_zero:
         return {}
     metrics = final_evaluation(cfg, policy, env_kwargs, out_dir, callbacks, trainer)
+    metrics["curve"] = learning_curve(callbacks, start_unix, metrics)
     metrics["timings"] = dict(
         collect_s=collected - start,
         train_s=trained - collected,
@@ -135,6 +137,18 @@ def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer)
         )
         trainer.logger.experiment.flush()
     return metrics
+
+
+def learning_curve(callbacks, start_unix: float, final: dict) -> list[dict]:
+    """Rollout success against optimisation steps and seconds since `train` began (demo
+    collection included): the training-time evaluations, then the final one."""
+    history = next((c.history for c in callbacks if isinstance(c, RolloutEval)), [])
+    curve = [
+        dict(step=h["step"], seconds=h["time"] - start_unix, success_rate=h["success_rate"])
+        for h in history
+    ]
+    end = dict(step=final["global_step"], seconds=time.time() - start_unix)
+    return curve + [end | dict(success_rate=final["success_rate"], final=True)]
 
 
 def _best_checkpoint(callbacks) -> str | None:

@@ -1,0 +1,84 @@
+"""The learning-speed study: curve arithmetic on known values, and the script end to end."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vla.study import Run, group_rows, markdown, recipe_of, time_to
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_run(recipe, seed, seconds, success, final):
+    steps = list(range(len(seconds)))
+    return Run(Path(f"/runs/{recipe}{seed}"), recipe, seed, steps, seconds, success, final, 300.0)
+
+
+def test_time_to_is_the_first_time_the_curve_reaches_the_threshold():
+    seconds, success = [10.0, 20.0, 30.0, 40.0], [0.3, 0.96, 0.9, 0.99]
+    assert time_to(seconds, success, 0.95) == 20.0  # a later dip does not move it
+    assert time_to(seconds, success, 0.98) == 40.0
+    assert time_to(seconds, success, 0.995) is None
+
+
+def test_recipe_leaves_out_seed_and_output_settings():
+    a = recipe_of(["seed=3", "model.head=continuous", "hydra.run.dir=x", "threads=1"])
+    b = recipe_of(["model.head=continuous", "seed=4"])
+    assert a == b == "model.head=continuous"
+    assert recipe_of(["seed=1"]) == "(defaults)"
+
+
+def test_group_rows_report_the_worst_and_the_median_seed():
+    runs = [
+        make_run("a", 0, [60, 120, 180], [0.5, 0.96, 1.0], final=1.0),
+        make_run("a", 1, [60, 120, 180], [0.3, 0.5, 0.95], final=0.95),
+        make_run("a", 2, [60, 120, 180], [0.9, 0.97, 0.99], final=0.99),
+        make_run("b", 0, [60, 120], [0.2, 0.4], final=0.4),
+    ]
+    a, b = group_rows(runs)
+    assert a["recipe"] == "a" and a["seeds"] == [0, 1, 2]
+    assert a["final_worst"] == 0.95 and a["final_median"] == 0.99
+    assert a["time_to_95%_worst"] == 180 and a["time_to_95%_median"] == 120
+    assert a["time_to_98%_worst"] is None  # seed 1 never got there
+    assert a["time_to_98%_median"] == 180  # median over the seeds that did
+    assert b["time_to_90%_median"] is None
+    table = markdown(runs)
+    assert "| `a` | 0, 1, 2 | 95.0% / 99.0% |" in table
+
+
+@pytest.mark.slow
+def test_study_script_summarises_two_tiny_runs(tmp_path):
+    sweep = tmp_path / "sweep"
+    common = [
+        "debug=fast",
+        "model=tiny",
+        "env.image_size=32",
+        "~logger",
+        f"data.dir={tmp_path}/data",
+    ]
+    subprocess.run(
+        [sys.executable, "scripts/train.py", "-m", *common, "seed=0,1", f"hydra.sweep.dir={sweep}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run(
+        [sys.executable, "scripts/study.py", f"runs={sweep}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "debug=fast env.image_size=32 model=tiny ~logger" in out  # one recipe, two seeds
+    summary = json.loads((sweep / "study.json").read_text())
+    (recipe,) = summary["recipes"]
+    assert recipe["seeds"] == [0, 1]
+    for run in summary["runs"]:
+        curve = run["curve"]
+        assert curve["steps"][-1] == 5 and curve["seconds"] == sorted(curve["seconds"])
+        assert run["final_success"] == curve["success"][-1]
+    assert (sweep / "study.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (sweep / "study.md").read_text().startswith("| recipe |")

@@ -1,0 +1,202 @@
+"""Learning-speed study: how fast each recipe reaches high rollout success, over seeds.
+
+Every training run writes `metrics.json` with its learning curve (rollout success against
+optimisation steps and wall-clock seconds since the command started, demo collection
+included) and Hydra records its overrides in `.hydra/overrides.yaml`. `summarize(root)`
+finds every run below `root`, groups runs whose overrides differ only in `seed`, and reports
+per run and per group the time to 90/95/98% success and the final success (worst and median
+seed), as a Markdown table, a JSON file and a PNG of success against time.
+
+    python scripts/train.py -m seed=0,1,2 model.head=discrete,continuous
+    python scripts/study.py runs=outputs/train/multirun/<date>
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+THRESHOLDS = (0.90, 0.95, 0.98)
+IGNORED_OVERRIDES = ("seed", "hydra.", "paths.", "threads")
+
+
+@dataclass
+class Run:
+    """One training run's learning curve."""
+
+    path: Path
+    recipe: str  # its overrides, seed left out: runs of one recipe differ only in seed
+    seed: int | None
+    steps: list[int]
+    seconds: list[float]
+    success: list[float]
+    final_success: float
+    total_s: float
+    time_to: dict[float, float | None] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.time_to = {t: time_to(self.seconds, self.success, t) for t in THRESHOLDS}
+
+
+def time_to(seconds: list[float], success: list[float], threshold: float) -> float | None:
+    """Seconds until the curve first reaches `threshold` (None if it never does)."""
+    return next((s for s, v in zip(seconds, success, strict=True) if v >= threshold), None)
+
+
+def recipe_of(overrides: list[str]) -> str:
+    """A run's recipe: its command-line overrides without the seed and output settings."""
+    kept = [o for o in overrides if not o.lstrip("+~").startswith(IGNORED_OVERRIDES)]
+    return " ".join(sorted(kept)) or "(defaults)"
+
+
+def load_run(metrics_path: Path) -> Run:
+    """Reads one run folder (its metrics.json and Hydra's record of the command)."""
+    run_dir = metrics_path.parent
+    metrics = json.loads(metrics_path.read_text())
+    if "curve" not in metrics:
+        raise ValueError(f"{metrics_path} has no learning curve (written by an older version)")
+    hydra_dir = run_dir / ".hydra"
+    overrides = yaml.safe_load((hydra_dir / "overrides.yaml").read_text()) or []
+    config = yaml.safe_load((hydra_dir / "config.yaml").read_text())
+    curve = metrics["curve"]
+    return Run(
+        path=run_dir,
+        recipe=recipe_of(overrides),
+        seed=config.get("seed"),
+        steps=[p["step"] for p in curve],
+        seconds=[p["seconds"] for p in curve],
+        success=[p["success_rate"] for p in curve],
+        final_success=metrics["success_rate"],
+        total_s=metrics["timings"]["total_s"],
+    )
+
+
+def find_runs(root: Path) -> list[Run]:
+    """Every finished training run below `root` (a folder with metrics.json and .hydra/)."""
+    paths = sorted(p for p in Path(root).rglob("metrics.json") if (p.parent / ".hydra").is_dir())
+    if not paths:
+        raise FileNotFoundError(f"no training runs (metrics.json beside .hydra/) under {root}")
+    return [load_run(p) for p in paths]
+
+
+def _fmt_time(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def group_rows(runs: list[Run]) -> list[dict]:
+    """Per recipe: seeds, final success (worst, median) and time to each threshold (worst
+    seed: the slowest, counting `never` as slowest; median over seeds that got there)."""
+    rows = []
+    for recipe in sorted({r.recipe for r in runs}):
+        group = [r for r in runs if r.recipe == recipe]
+        finals = [r.final_success for r in group]
+        row = dict(
+            recipe=recipe,
+            seeds=sorted(r.seed for r in group),
+            final_worst=min(finals),
+            final_median=statistics.median(finals),
+            total_s_median=statistics.median(r.total_s for r in group),
+        )
+        for t in THRESHOLDS:
+            times = [r.time_to[t] for r in group]
+            reached = [x for x in times if x is not None]
+            row[f"time_to_{t:.0%}_worst"] = None if len(reached) < len(times) else max(reached)
+            row[f"time_to_{t:.0%}_median"] = statistics.median(reached) if reached else None
+        rows.append(row)
+    return rows
+
+
+def markdown(runs: list[Run]) -> str:
+    """Two tables: one row per recipe (over seeds), then one row per run."""
+    pct = [f"{t:.0%}" for t in THRESHOLDS]
+    lines = [
+        "| recipe | seeds | final success, worst / median | "
+        + " | ".join(f"time to {p}, worst / median" for p in pct)
+        + " | wall time (median) |",
+        "|---" * (4 + len(pct)) + "|",
+    ]
+    for row in group_rows(runs):
+        times = [
+            f"{_fmt_time(row[f'time_to_{p}_worst'])} / {_fmt_time(row[f'time_to_{p}_median'])}"
+            for p in pct
+        ]
+        lines.append(
+            f"| `{row['recipe']}` | {', '.join(map(str, row['seeds']))} | "
+            f"{row['final_worst']:.1%} / {row['final_median']:.1%} | "
+            + " | ".join(times)
+            + f" | {_fmt_time(row['total_s_median'])} |"
+        )
+    lines += [
+        "",
+        "| recipe | seed | final success | " + " | ".join(f"time to {p}" for p in pct) + " | "
+        "wall time | run |",
+        "|---" * (5 + len(pct)) + "|",
+    ]
+    for r in sorted(runs, key=lambda r: (r.recipe, r.seed if r.seed is not None else -1)):
+        lines.append(
+            f"| `{r.recipe}` | {r.seed} | {r.final_success:.1%} | "
+            + " | ".join(_fmt_time(r.time_to[t]) for t in THRESHOLDS)
+            + f" | {_fmt_time(r.total_s)} | {r.path.name} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(runs: list[Run], path: Path) -> None:
+    """Success against wall-clock minutes: one line per run, one colour per recipe."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # an optional extra: the tables do not need it
+        raise ImportError("the study's PNG needs matplotlib: pip install -e '.[study]'") from e
+    recipes = sorted({r.recipe for r in runs})
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    for i, recipe in enumerate(recipes):
+        colour = plt.get_cmap("tab10")(i % 10)
+        for j, r in enumerate(x for x in runs if x.recipe == recipe):
+            minutes = [s / 60 for s in r.seconds]
+            label = recipe if j == 0 else None
+            ax.plot(minutes, r.success, "-o", ms=2.5, lw=1.2, color=colour, label=label)
+    for t in THRESHOLDS:
+        ax.axhline(t, color="grey", lw=0.5, ls=":")
+    ax.set(xlabel="wall-clock minutes since the command started", ylabel="rollout success")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def summarize(root: str | Path, out_dir: str | Path | None = None) -> dict:
+    """Writes study.md, study.json and study.png into `out_dir` (default: `root`)."""
+    runs = find_runs(Path(root))
+    out = Path(out_dir or root)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(runs)
+    (out / "study.md").write_text(table)
+    summary = dict(
+        recipes=group_rows(runs),
+        runs=[
+            dict(
+                path=str(r.path),
+                recipe=r.recipe,
+                seed=r.seed,
+                final_success=r.final_success,
+                total_s=r.total_s,
+                time_to={f"{t:.0%}": r.time_to[t] for t in THRESHOLDS},
+                curve=dict(steps=r.steps, seconds=r.seconds, success=r.success),
+            )
+            for r in runs
+        ],
+    )
+    (out / "study.json").write_text(json.dumps(summary, indent=2))
+    plot(runs, out / "study.png")
+    print(table)
+    print(f"wrote {out / 'study.md'}, study.json and study.png")
+    return summary
