@@ -26,6 +26,7 @@ from vla import keys
 from vla.models.film import FiLM, masked_mean
 from vla.models.heads import ActionHead
 from vla.models.image_encoder import ImageEncoder
+from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
 from vla.models.observation import prepare_observation
 from vla.models.readout import Readout
@@ -49,6 +50,8 @@ class VLAPolicy(nn.Module):
         normalizer: state / action statistics (set from the dataset with `set_normalization`).
         d_model: token width; every part must agree on it.
         film: optional FiLM conditioning of the patches on the instruction (None: off).
+        keypoints: optional spatial-softmax keypoint tokens, placed after the patches
+            (None: off).
     """
 
     def __init__(
@@ -64,6 +67,7 @@ class VLAPolicy(nn.Module):
         normalizer: Normalizer,
         d_model: int,
         film: FiLM | None = None,
+        keypoints: KeypointEncoder | None = None,
     ):
         super().__init__()
         parts = {
@@ -76,6 +80,8 @@ class VLAPolicy(nn.Module):
         }
         if film is not None:
             parts["film"] = film
+        if keypoints is not None:
+            parts["keypoints"] = keypoints
         for name, part in parts.items():
             if part.d_model != d_model:
                 raise ValueError(f"{name}.d_model={part.d_model} does not match d_model={d_model}")
@@ -99,12 +105,14 @@ class VLAPolicy(nn.Module):
         self.text_encoder = text_encoder
         self.state_encoder = state_encoder
         self.film = film
+        self.keypoints = keypoints
         self.encoder = encoder
         self.readout = readout
         self.head = head
         self.normalizer = normalizer
         # one vector per token group, so attention can tell a patch from a word from the state
-        groups = ["image", "text", "state"] + (["readout"] if readout.in_sequence else [])
+        groups = ["image"] + (["keypoints"] if keypoints is not None else []) + ["text", "state"]
+        groups += ["readout"] if readout.in_sequence else []
         self.type_embed = nn.ParameterDict(
             {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in groups}
         )
@@ -122,11 +130,11 @@ class VLAPolicy(nn.Module):
 
     def token_layout(self, num_words: int | None = None) -> dict[str, slice]:
         """Where each group sits in the encoder's sequence (words: tokenizer.max_len by default)."""
-        sizes = {
-            "image": self.image_encoder.num_patches,
-            "text": self.tokenizer.max_len if num_words is None else num_words,
-            "state": 1,
-        }
+        sizes = {"image": self.image_encoder.num_patches}
+        if self.keypoints is not None:
+            sizes["keypoints"] = self.keypoints.num_keypoints
+        sizes["text"] = self.tokenizer.max_len if num_words is None else num_words
+        sizes["state"] = 1
         if self.readout.in_sequence:
             sizes["readout"] = self.readout.num_readouts
         layout, start = {}, 0
@@ -157,16 +165,21 @@ class VLAPolicy(nn.Module):
         B = image.shape[0]
         te = self.type_embed
         words, pad_mask = self.text_encoder(tokens)  # [B,L] -> [B,L,D], [B,L]
+        pooled = self.readout.instruction_query or self.encoder.film or self.keypoints is not None
+        instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
         film = None
         if self.film is not None:  # the instruction scales and shifts what each patch shows
             film = lambda content: self.film(content, words, pad_mask)  # noqa: E731
         patches = self.image_encoder(image, modulate=film)  # [B,H,W,3] -> [B,Np,D]
         state_tok = self.state_encoder(self.normalizer.normalize_state(state))  # [B,S] -> [B,1,D]
-        seq = [patches + te["image"], words + te["text"], state_tok + te["state"]]
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
-        masks = [visible.expand(B, patches.shape[1]), pad_mask, visible]
-        pooled = self.readout.instruction_query or self.encoder.film
-        instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
+        seq, masks = [patches + te["image"]], [visible.expand(B, patches.shape[1])]
+        if self.keypoints is not None:
+            points = self.keypoints(image, instruction)  # [B,H,W,3] -> [B,K,D]
+            seq.append(points + te["keypoints"])
+            masks.append(visible.expand(B, points.shape[1]))
+        seq += [words + te["text"], state_tok + te["state"]]
+        masks += [pad_mask, visible]
         if self.readout.in_sequence:
             seq.append(self.readout.query_tokens(B, instruction) + te["readout"])  # [B,R,D]
             masks.append(visible.expand(B, self.readout.num_readouts))
@@ -251,6 +264,7 @@ class VLAPolicy(nn.Module):
         T = self.num_tokens()
         t_obs = layout["state"].stop
         film = self.film.flops() if self.film is not None else 0
+        film += self.keypoints.flops() if self.keypoints is not None else 0
         return (
             self.image_encoder.flops()
             + film

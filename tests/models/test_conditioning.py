@@ -1,0 +1,74 @@
+"""Keypoint tokens and the instruction-conditioning options: known values, identity at
+initialisation, and gradients through a whole policy."""
+
+import pytest
+import torch
+
+from vla.models.keypoints import KeypointEncoder, make_keypoints
+from vla.models.readout import Readout
+from vla.models.transformer import TransformerEncoder
+
+
+def test_a_spatial_softmax_keypoint_lands_on_the_pixel_its_detector_fires_on():
+    enc = KeypointEncoder(image_size=48, num_keypoints=2, d_model=16, hidden=4, film=False)
+    with torch.no_grad():
+        enc.detect.weight.zero_()
+        enc.detect.bias.zero_()
+        enc.detect.weight[0, 0, 1, 1] = 1.0  # hidden 0 = the red channel at the pixel itself
+        enc.to_scores.weight.zero_()
+        enc.to_scores.bias.zero_()
+        enc.to_scores.weight[0, 0] = 60.0  # keypoint 0 scores red pixels; keypoint 1 is flat
+    image = torch.zeros(1, 48, 48, 3, dtype=torch.uint8)
+    image[0, 10, 30] = torch.tensor([255, 0, 0])  # row 10, column 30
+    xy, where = enc.keypoints(image)
+    expected = torch.tensor([(30 + 0.5) / 48 * 2 - 1, (10 + 0.5) / 48 * 2 - 1])
+    torch.testing.assert_close(xy[0, 0], expected, atol=1e-3, rtol=0)
+    torch.testing.assert_close(xy[0, 1], torch.zeros(2), atol=1e-5, rtol=0)  # uniform: centre
+    torch.testing.assert_close(where.sum(-1), torch.ones(1, 2))
+    assert enc(image).shape == (1, 2, 16)
+
+
+def test_keypoints_refuse_a_wrong_image_and_zero_means_none():
+    assert make_keypoints(0, image_size=48, d_model=16) is None
+    enc = make_keypoints(3, image_size=48, d_model=16)
+    with pytest.raises(ValueError, match=r"does not match \[B,48,48,3\]"):
+        enc(torch.zeros(1, 32, 32, 3), torch.zeros(1, 16))
+    with pytest.raises(ValueError, match="needs `cond`"):
+        enc(torch.zeros(1, 48, 48, 3))
+    with pytest.raises(ValueError, match="num_keypoints=-1"):
+        KeypointEncoder(48, -1, 16)
+
+
+def test_conditioning_starts_as_the_identity():
+    torch.manual_seed(0)
+    image = torch.randint(0, 256, (2, 48, 48, 3), dtype=torch.uint8)
+    cond = torch.randn(2, 16)
+    enc = KeypointEncoder(48, 4, 16, film=True)
+    plain = KeypointEncoder(48, 4, 16, film=False)
+    plain.load_state_dict(enc.state_dict(), strict=False)
+    torch.testing.assert_close(enc(image, cond), plain(image))
+
+    x, mask = torch.randn(2, 5, 16), torch.zeros(2, 5, dtype=torch.bool)
+    filmed = TransformerEncoder(16, 4, depth=2, film=True)
+    unfilmed = TransformerEncoder(16, 4, depth=2)
+    unfilmed.load_state_dict(filmed.state_dict(), strict=False)
+    torch.testing.assert_close(filmed(x, mask, cond=cond), unfilmed(x, mask))
+
+    readout = Readout(16, num_readouts=2, instruction_query=True)
+    torch.testing.assert_close(readout.query_tokens(2, cond), readout.query_tokens(2, cond * 0))
+
+
+@pytest.mark.parametrize("readout", ["self", "cross"])
+def test_every_conditioning_parameter_gets_a_gradient(make_policy, make_batch, readout):
+    policy = make_policy(
+        "tiny",
+        "model.keypoints=4",
+        "model.instruction_query=true",
+        "model.film_blocks=true",
+        f"model.readout={readout}",
+    )
+    assert "keypoints" in policy.token_layout()
+    loss, _ = policy(make_batch(policy, batch_size=4))
+    loss.backward()
+    missing = [n for n, p in policy.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+    assert not missing
