@@ -82,6 +82,7 @@ def test_tensorboard_holds_animated_rollouts_and_only_measured_success(fast_run)
     assert gif[:6] == b"GIF89a"
     assert Image.open(io.BytesIO(gif)).n_frames > 1
     # no placeholder at step 0: the first point is the first rollout evaluation's
+    assert {"lr-AdamW/decay", "lr-AdamW/no_decay"} <= set(events.Tags()["scalars"])
     steps = [e.step for e in events.Scalars("eval/success_rate")]
     assert steps and min(steps) > 0
 
