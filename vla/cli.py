@@ -51,11 +51,10 @@ def remove_unstarted_run(cfg) -> Path | None:
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.RUN:
         return None
-    run = Path(HydraConfig.get().runtime.output_dir)
-    if not run.is_dir() or {p.name for p in run.iterdir()} - {
-        ".hydra",
-        f"{HydraConfig.get().job.name}.log",
-    }:
+    hydra_cfg = HydraConfig.get()
+    run = Path(hydra_cfg.runtime.output_dir)
+    made_by_hydra = {".hydra", f"{hydra_cfg.job.name}.log"}
+    if not run.is_dir() or {p.name for p in run.iterdir()} - made_by_hydra:
         return None
     for handler in logging.getLogger().handlers:  # the log file is about to go
         if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run:
