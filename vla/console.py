@@ -80,6 +80,9 @@ class FinalLines(io.TextIOBase):
     def encoding(self):
         return self.stream.encoding
 
+    def __getattr__(self, name):  # `buffer`, `errors`, ... of the wrapped stream
+        return getattr(self.stream, name)
+
 
 def is_terminal(stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
