@@ -80,7 +80,11 @@ class FinalLines(io.TextIOBase):
     def encoding(self):
         return self.stream.encoding
 
-    def __getattr__(self, name):  # `buffer`, `errors`, ... of the wrapped stream
+    @property
+    def errors(self):
+        return self.stream.errors
+
+    def __getattr__(self, name):  # `buffer` and the like: the wrapped stream's
         return getattr(self.stream, name)
 
 
