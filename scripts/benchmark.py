@@ -4,7 +4,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.benchmark import benchmark
-from vla.cli import run_cli
+from vla.cli import run_cli, run_script
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="benchmark")
@@ -13,4 +13,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, "benchmark")

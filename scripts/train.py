@@ -3,7 +3,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from vla.cli import run_cli
+from vla.cli import run_cli, run_script
 from vla.training.train import train
 
 
@@ -14,4 +14,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, "train")

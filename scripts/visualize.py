@@ -3,7 +3,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from vla.cli import run_cli
+from vla.cli import run_cli, run_script
 from vla.eval.visualize import visualize
 
 
@@ -13,4 +13,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main, "visualize")

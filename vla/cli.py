@@ -1,16 +1,24 @@
-"""What the command-line scripts share: one clear line for bad input, no stack trace."""
+"""What the command-line scripts share: one clear line for bad input, no stack trace, no
+empty run folder left behind, and a hint for a mistyped override."""
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
+import shutil
 import sys
+from pathlib import Path
 
+from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from vla.console import setup_console
 from vla.data.dataset import DatasetError
 
 # Bad input from the user (a config value, a path, a file; CheckpointError is a ValueError)
 USER_ERRORS = (ValueError, FileNotFoundError, DatasetError, OmegaConfBaseException)
+CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def run_cli(fn, cfg):
@@ -21,11 +29,90 @@ def run_cli(fn, cfg):
     """
     from vla.training.train import TrainingInterrupted
 
+    setup_console()
     try:
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
+        if isinstance(e, USER_ERRORS):
+            remove_unstarted_run(cfg)
         if os.environ.get("VLA_DEBUG"):
             raise
         print(f"error: {e}", file=sys.stderr)
         code = 130 if isinstance(e, TrainingInterrupted) else 1
         sys.exit(2 if isinstance(e, USER_ERRORS) else code)
+
+
+def remove_unstarted_run(cfg) -> Path | None:
+    """Removes the run folder Hydra made for a command that failed before writing anything
+    (it holds only `.hydra/` and the log file), and the folders above it inside
+    `paths.log_dir` that this leaves empty; returns the run folder if it was removed."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.RUN:
+        return None
+    hydra_cfg = HydraConfig.get()
+    run = Path(hydra_cfg.runtime.output_dir)
+    made_by_hydra = {".hydra", f"{hydra_cfg.job.name}.log"}
+    if not run.is_dir() or {p.name for p in run.iterdir()} - made_by_hydra:
+        return None
+    for handler in logging.getLogger().handlers:  # the log file is about to go
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == run:
+            logging.getLogger().removeHandler(handler)
+            handler.close()
+    shutil.rmtree(run)
+    log_dir = Path(cfg.paths.log_dir).resolve()
+    parent = run.resolve().parent
+    while parent.is_relative_to(log_dir) and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
+    return run
+
+
+def run_script(main, config_name: str) -> None:
+    """Runs a script's `@hydra.main` function. When it fails, an override whose key is not in
+    the config but close to one that is gets a line after Hydra's own message:
+    `model.dmodel=64` -> "did you mean model.d_model?"."""
+    try:
+        main()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            for hint in override_hints(config_name, sys.argv[1:]):
+                print(hint, file=sys.stderr)
+        raise
+
+
+def override_hints(config_name: str, args: list[str]) -> list[str]:
+    """'did you mean ...?' for each `key=value` in `args` whose key the config lacks."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    plain = [a for a in args if "=" in a and not a.startswith(("-", "+", "~", "hydra"))]
+    keys = [a.split("=", 1)[0] for a in plain]
+    groups = [a for a, k in zip(plain, keys, strict=True) if "." not in k]  # model=tiny etc.
+    cfg = None
+    for overrides in (groups, []):  # group choices shape the config, if they are valid
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                cfg = compose(config_name=config_name, overrides=overrides)
+            break
+        except Exception:  # an invalid choice: fall back to the defaults
+            continue
+    if cfg is None:
+        return []
+    known = set(_flat_keys(OmegaConf.to_container(cfg, resolve=False)))
+    known |= {p.name for p in CONF.iterdir() if p.is_dir()}  # groups such as experiment=...
+    hints = []
+    for key in keys:
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        if key not in known and close:
+            hints.append(f"did you mean {close[0]}? ({key} is not a key of the config)")
+    return hints
+
+
+def _flat_keys(node, prefix: str = ""):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield f"{prefix}{k}"
+            yield from _flat_keys(v, f"{prefix}{k}.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -11,8 +12,11 @@ from vla.checkpoint import load_policy
 from vla.data.seeds import check_eval_seeds
 from vla.envs.instructions import PAIRS
 from vla.eval.rollout import ABLATIONS, check_ablations, rollout
-from vla.eval.video import annotate, save_gif
+from vla.eval.run_folder import resolve_ckpt_path
+from vla.eval.video import annotate, save_gif, save_mp4
 from vla.runtime import configure_torch
+
+log = logging.getLogger(__name__)
 
 
 def evaluate(cfg: DictConfig) -> dict:
@@ -23,7 +27,8 @@ def evaluate(cfg: DictConfig) -> dict:
     check_eval_seeds(seed, seed + n - 1)
     ablate = check_ablations(list(cfg.eval.ablate))
     configure_torch(cfg.get("threads"))
-    policy, env_kwargs = load_policy(cfg.ckpt_path)
+    ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
+    policy, env_kwargs = load_policy(ckpt_path)
     env_kwargs.update(OmegaConf.to_container(cfg.env, resolve=True) or {})
     env_kwargs = split_env(env_kwargs, cfg.eval.get("split", "all"))
     out_dir = Path(cfg.paths.output_dir)
@@ -48,7 +53,7 @@ def evaluate(cfg: DictConfig) -> dict:
         results[name] = result
     first_name, first = next(iter(results.items()))
     metrics = first.metrics() | {
-        "ckpt_path": str(cfg.ckpt_path),
+        "ckpt_path": str(ckpt_path),
         "ablate": list(ablate),
         "split": cfg.eval.get("split", "all"),
         "env": env_kwargs,
@@ -56,15 +61,18 @@ def evaluate(cfg: DictConfig) -> dict:
     }
     if len(results) > 1:
         metrics["ablations"] = {k: r.metrics()["success_rate"] for k, r in results.items()}
-    gifs = []
+    gifs, mp4s = [], []
     for i, frames in enumerate(first.frames):
         ok = bool(first.success[i])
-        gif = out_dir / f"rollout_{i:02d}_{'success' if ok else 'failure'}.gif"
-        gifs.append(str(save_gif(annotate(frames, first.instructions[i], ok), gif)))
-    metrics["gifs"] = gifs
+        frames = annotate(frames, first.instructions[i], ok)
+        name = out_dir / f"rollout_{i:02d}_{'success' if ok else 'failure'}"
+        gifs.append(str(save_gif(frames, name.with_suffix(".gif"))))
+        mp4s.append(str(save_mp4(frames, name.with_suffix(".mp4"))))
+    metrics["gifs"], metrics["videos"] = gifs, mp4s
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    print(format_table(metrics, results))
-    print(f"metrics and {len(gifs)} GIFs written to {out_dir}")
+    for line in format_table(metrics, results).splitlines():
+        log.info(line)
+    log.info(f"metrics.json and {len(gifs)} rollouts as GIF and MP4 written to {out_dir}")
     return metrics
 
 

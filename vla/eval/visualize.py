@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,10 @@ from vla.checkpoint import load_policy
 from vla.data.seeds import check_eval_seeds
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import episode_attention_figures
+from vla.eval.run_folder import resolve_ckpt_path
 from vla.runtime import configure_torch
+
+log = logging.getLogger(__name__)
 
 
 def visualize(cfg: DictConfig) -> list[Path]:
@@ -24,7 +28,8 @@ def visualize(cfg: DictConfig) -> list[Path]:
     if not steps or steps[0] < 0:
         raise ValueError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
     configure_torch()
-    policy, env_kwargs = load_policy(cfg.ckpt_path)
+    ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
+    policy, env_kwargs = load_policy(ckpt_path)
     env_kwargs.update(OmegaConf.to_container(cfg.env, resolve=True) or {})
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -47,5 +52,5 @@ def visualize(cfg: DictConfig) -> list[Path]:
             obs, _, terminated, truncated, _ = env.step(np.asarray(action))
             if terminated or truncated:
                 break
-    print(f"{len(written)} attention pictures written to {out_dir}")
+    log.info(f"{len(written)} attention pictures written to {out_dir}")
     return written

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import lightning as L
@@ -12,15 +13,18 @@ from vla.data.seeds import EVAL_SEED_START
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
-from vla.eval.video import annotate, filmstrip
+from vla.eval.video import add_gif, annotate, shrink
+
+log = logging.getLogger(__name__)
+GIF_WIDTH = 160  # px: small event files, the caption still legible
 
 
 class RolloutEval(L.Callback):
     """Rolls the policy out in the env at every `every_n_validations`-th validation and logs
     `eval/success_rate` and `eval/mean_steps`, so checkpoints can be chosen by success; plus
-    filmstrips of `record` episodes and the readout's attention map as
-    TensorBoard images. How often validation runs is the trainer's `val_check_interval`
-    (the recipe validates every N optimisation steps, so curves resolve minutes, not epochs).
+    `record` episodes as animated GIFs and the readout's attention map as TensorBoard images.
+    How often validation runs is the trainer's `val_check_interval` (the recipe validates
+    every N optimisation steps, so curves resolve minutes, not epochs).
 
     `history` keeps every evaluation as {"step", "time" (unix seconds), "success_rate"}: the
     learning curve that `train` writes to metrics.json and `scripts/study.py` plots.
@@ -91,6 +95,13 @@ class RolloutEval(L.Callback):
         )
 
     def _log_frames(self, trainer: L.Trainer, result, policy) -> None:
+        """The evaluation's record: a log line, and in TensorBoard the recorded episodes as
+        captioned GIFs (outcome marked on the last frame) and the readout's attention map."""
+        m = result.metrics()
+        log.info(
+            f"rollouts at step {trainer.global_step}: success {m['success_rate']:.1%} over "
+            f"{m['num_episodes']} episodes (mean {m['mean_steps']:.1f} steps)"
+        )
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger) and result.frames:
                 # where the readout looks at the start of the first recorded episode
@@ -104,11 +115,9 @@ class RolloutEval(L.Callback):
                     "attention/episode_0", figure, trainer.global_step, dataformats="HWC"
                 )
                 for i, frames in enumerate(result.frames):
-                    frames = annotate(frames, result.instructions[i], bool(result.success[i]))
-                    strip = filmstrip(frames)
-                    logger.experiment.add_image(
-                        f"rollout/episode_{i}", strip, trainer.global_step, dataformats="HWC"
-                    )
+                    ok = bool(result.success[i])
+                    frames = annotate(shrink(frames, GIF_WIDTH), result.instructions[i], ok)
+                    add_gif(logger.experiment, f"rollout/episode_{i}", frames, trainer.global_step)
 
     def state_dict(self) -> dict:
         return {
@@ -134,9 +143,9 @@ class LastCheckpoint(L.Callback):
         self.saved_on_interrupt: str | None = None
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule):
-        trainer.save_checkpoint(self.path)
+        trainer.save_checkpoint(self.path, weights_only=False)  # a full one: resume needs it
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception):
         if isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)
             self.saved_on_interrupt = self.path

@@ -74,11 +74,15 @@ class BCModule(L.LightningModule):
                 self.log(f"val/{k}", v, batch_size=n, sync_dist=True)
 
     def configure_optimizers(self):
-        # no weight decay on biases, norms and embeddings-like vectors (ndim < 2)
+        # no weight decay on biases, norms and embeddings-like vectors (ndim < 2); the names
+        # label the groups' learning rates in TensorBoard (lr-AdamW/decay, lr-AdamW/no_decay)
         decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
         no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
         optimizer = self.optimizer_factory(
-            [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
+            [
+                {"params": decay, "name": "decay"},
+                {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
+            ]
         )
         if self.scheduler_factory is None:
             return optimizer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -12,12 +13,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from vla.checkpoint import load_weights, read_checkpoint
 from vla.config import instantiate
-from vla.data.collect import env_kwargs_of
+from vla.data.collect import dataset_path, env_kwargs_of
 from vla.data.datamodule import ReachDataModule
 from vla.eval.rollout import rollout
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
 from vla.training.module import BCModule
+
+log = logging.getLogger(__name__)
 
 
 class TrainingInterrupted(RuntimeError):
@@ -57,6 +60,11 @@ def train(cfg: DictConfig) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
+    m = cfg.model
+    log.info(
+        f"building the policy: {m.head} head, d_model={m.d_model}, depth={m.depth}, "
+        f"n_heads={m.n_heads}, patch_size={m.patch_size}, {cfg.env.image_size} px images"
+    )
     policy = instantiate(cfg.model.policy)
     if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
         check_resumable(cfg.ckpt_path, policy)
@@ -66,6 +74,12 @@ def train(cfg: DictConfig) -> dict:
     )
     datamodule.prepare_data()
     collected = time.perf_counter()
+    d = cfg.data
+    log.info(
+        f"demonstrations: {d.num_episodes} episodes (seed {d.seed}, noise {d.noise_std}, "
+        f"{d.val_episodes} for validation) in "
+        f"{dataset_path(d.dir, env_kwargs, d.num_episodes, d.seed, d.noise_std)}"
+    )
     policy.set_normalization(**datamodule.statistics())
 
     module = BCModule(
@@ -83,10 +97,18 @@ def train(cfg: DictConfig) -> dict:
     if not logger:  # nothing to log learning rates to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
-    if logger:
-        logger.log_hyperparams(_flat_hparams(cfg), {"eval/success_rate": 0.0})
+    if logger:  # only hparams.yaml now: HPARAMS gets its metric once it is measured
+        logger.log_hyperparams(_flat_hparams(cfg))
     num_params = sum(p.numel() for p in policy.parameters())
-    print(f"policy: {num_params / 1e6:.2f}M parameters, {policy.num_tokens()} tokens")
+    log.info(
+        f"policy: {num_params / 1e6:.2f}M parameters, {policy.num_tokens()} tokens, "
+        f"{policy.flops_per_sample() / 1e9:.3f} GFLOP per sample forward (x3 to train)"
+    )
+    log.info(
+        f"training: max_epochs={cfg.trainer.max_epochs}, batch_size={d.batch_size}, "
+        f"lr={cfg.optimizer.lr}, seed={cfg.seed}, accelerator={cfg.trainer.accelerator}, "
+        f"devices={cfg.trainer.devices}; writing to {out_dir}"
+    )
 
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
@@ -107,11 +129,15 @@ def train(cfg: DictConfig) -> dict:
         total_s=time.perf_counter() - start,
     )
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    print(
-        f"\nsuccess rate {metrics['success_rate']:.1%} over {metrics['num_episodes']} episodes "
+    smoke = " (debug=fast: a smoke run of a few steps, not a trained policy)"
+    log.info(
+        f"success rate {metrics['success_rate']:.1%} over {metrics['num_episodes']} episodes "
         f"(mean {metrics['mean_steps']:.1f} steps) | wall time {metrics['timings']['total_s']:.0f}s"
-        f"\nbest checkpoint: {metrics['best_checkpoint']}\nrun directory: {out_dir}"
+        f"{smoke if cfg.get('smoke_test') else ''}"
     )
+    log.info(f"best checkpoint: {metrics['best_checkpoint']}")
+    log.info(f"last checkpoint: {metrics['last_checkpoint']}")
+    log.info(f"run directory: {out_dir} (metrics.json, tensorboard/, train.log)")
     return metrics
 
 
@@ -131,9 +157,9 @@ def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer)
         last_checkpoint=str(out_dir / "checkpoints" / "last.ckpt"),
         best_checkpoint=_best_checkpoint(callbacks),
     )
-    if trainer.logger:
-        trainer.logger.experiment.add_scalar(
-            "final/success_rate", metrics["success_rate"], trainer.global_step
+    if trainer.logger:  # the scalar final/success_rate, and the HPARAMS tab's metric
+        trainer.logger.log_hyperparams(
+            _flat_hparams(cfg), {"final/success_rate": metrics["success_rate"]}, trainer.global_step
         )
         trainer.logger.experiment.flush()
     return metrics
