@@ -10,8 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from vla.checkpoint import CheckpointError, load_policy, read_checkpoint
-from vla.training.checkpoint_io import AtomicCheckpointIO
+from vla.checkpoint import (
+    AtomicCheckpointIO,
+    CheckpointError,
+    load_policy,
+    read_checkpoint,
+    vla_payload,
+)
 from vla.training.module import BCModule
 from vla.training.train import train
 
@@ -131,7 +136,7 @@ def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cf
 def test_atomic_save_never_leaves_a_corrupt_checkpoint(tmp_path, monkeypatch):
     io = AtomicCheckpointIO()
     path = tmp_path / "last.ckpt"
-    io.save_checkpoint({"vla": {}, "state_dict": {"w": torch.ones(2)}}, path)
+    io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.ones(2)}}, path)
 
     def dies_midway(obj, f):
         f.write(b"partial")
@@ -139,7 +144,7 @@ def test_atomic_save_never_leaves_a_corrupt_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch, "save", dies_midway)
     with pytest.raises(KeyboardInterrupt):
-        io.save_checkpoint({"vla": {}, "state_dict": {"w": torch.zeros(2)}}, path)
+        io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.zeros(2)}}, path)
     assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
 
