@@ -27,6 +27,7 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
             "data.val_episodes=2",
             "data.batch_size=8",
             "bench.steps=3",
+            "bench.repeats=2",
             "bench.warmup=2",
             "bench.rollout_episodes=4",
             "bench.num_envs=2",
