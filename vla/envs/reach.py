@@ -22,6 +22,7 @@ from gymnasium import spaces
 
 from vla.envs import render
 from vla.envs.instructions import COLOURS, PAIRS, sample_instruction
+from vla.keys import IMAGE, INSTRUCTION, STATE
 
 STATE_DIM = 4
 ACTION_DIM = 2
@@ -129,14 +130,14 @@ class ReachEnv(gym.Env):
         self.action_space = spaces.Box(-1.0, 1.0, (ACTION_DIM,), dtype=np.float32)
         self.observation_space = spaces.Dict(
             {
-                "image": spaces.Box(0, 255, (image_size, image_size, 3), dtype=np.uint8),
+                IMAGE: spaces.Box(0, 255, (image_size, image_size, 3), dtype=np.uint8),
                 # x, y in [0,1]; velocity = last displacement / max_step in [-1,1]
-                "state": spaces.Box(
+                STATE: spaces.Box(
                     np.array([0, 0, -1, -1], np.float32),
                     np.array([1, 1, 1, 1], np.float32),
                     dtype=np.float32,
                 ),
-                "instruction": spaces.Text(max_length=64, charset=INSTRUCTION_CHARSET),
+                INSTRUCTION: spaces.Text(max_length=64, charset=INSTRUCTION_CHARSET),
             }
         )
 
@@ -215,7 +216,7 @@ class ReachEnv(gym.Env):
         image = self._scene.copy()
         render.draw_disc(image, self._pos, self._effector_radius)
         state = np.concatenate([self._pos, self._vel]).astype(np.float32)
-        return {"image": image, "state": state, "instruction": self._instruction}
+        return {IMAGE: image, STATE: state, INSTRUCTION: self._instruction}
 
     def _get_info(self) -> dict:
         return {
