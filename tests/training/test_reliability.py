@@ -35,6 +35,12 @@ ROOT = Path(__file__).resolve().parents[2]
         (["eval.num_episodes=-1"], "eval.num_episodes=-1"),
         (["model.head=foo"], "unknown head 'foo'"),
         (["ckpt_path=/nonexistent/last.ckpt"], "does not exist"),
+        (["eval.seed=0"], r"eval.seed=0 with 200 episodes uses seeds 0..199, outside the test"),
+        (["eval.seed=2000000000"], "eval.seed=2000000000 with 200 episodes"),
+        (
+            ["callbacks.rollout_eval.seed=1000000000"],
+            r"callbacks.rollout_eval.seed=1000000000 with 100 episodes .* selection range",
+        ),
     ],
 )
 def test_bad_config_fails_before_any_work(compose_cfg, tmp_path, overrides, message):
@@ -91,6 +97,19 @@ class _RunsCode:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
+
+
+def test_checkpoint_of_another_format_version_is_refused(tiny_ckpt, tmp_path):
+    ckpt = torch.load(tiny_ckpt, weights_only=True)
+    ckpt["vla"]["format"] = 2
+    other = tmp_path / "future.ckpt"
+    torch.save(ckpt, other)
+    with pytest.raises(CheckpointError, match=r"future.ckpt' has checkpoint format 2; .* format 1"):
+        load_policy(other)
+    del ckpt["vla"]["format"]
+    torch.save(ckpt, other)
+    with pytest.raises(CheckpointError, match="has checkpoint format None"):
+        read_checkpoint(other)
 
 
 def test_checkpoint_that_would_run_code_is_refused(tmp_path):
