@@ -43,7 +43,11 @@ def torch_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:
         optimizer.step()
         scheduler.step()
     seconds = time.perf_counter() - start
-    return dict(samples_per_s=steps * dm.batch_size / seconds, data_wait_fraction=wait / seconds)
+    return dict(
+        samples_per_s=steps * dm.batch_size / seconds,
+        data_wait_fraction=wait / seconds,
+        timed_steps=steps,
+    )
 
 
 class StepTimer(L.Callback):
@@ -51,6 +55,7 @@ class StepTimer(L.Callback):
 
     def __init__(self, warmup: int):
         self.warmup, self.start, self.end, self.gap, self.last_end = warmup, None, None, 0.0, None
+        self.timed_steps = 0
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         now = time.perf_counter()
@@ -61,6 +66,7 @@ class StepTimer(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.last_end = self.end = time.perf_counter()
+        self.timed_steps += self.start is not None
 
 
 def lightning_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:
@@ -82,7 +88,9 @@ def lightning_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict
     trainer.fit(make_module(cfg, policy), datamodule=dm)
     seconds = timer.end - timer.start  # from the start of step `warmup` to the end of the last
     return dict(
-        samples_per_s=steps * dm.batch_size / seconds, data_wait_fraction=timer.gap / seconds
+        samples_per_s=timer.timed_steps * dm.batch_size / seconds,
+        data_wait_fraction=timer.gap / seconds,
+        timed_steps=timer.timed_steps,
     )
 
 
