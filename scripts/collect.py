@@ -4,8 +4,8 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli, run_script
-from vla.data.collect import env_kwargs_of
-from vla.data.dataset import ensure_demos
+from vla.data.prepare import ensure_demos
+from vla.envs.config import env_kwargs_of
 
 
 def collect_demos(cfg: DictConfig):

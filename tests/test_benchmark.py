@@ -1,6 +1,8 @@
 import json
 
 from vla.benchmark import benchmark
+from vla.benchmark.run import build
+from vla.benchmark.training import lightning_loop, make_module, torch_loop
 
 KEYS = {
     "lightning_vs_torch",
@@ -27,6 +29,7 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
             "data.val_episodes=2",
             "data.batch_size=8",
             "bench.steps=3",
+            "bench.repeats=2",
             "bench.warmup=2",
             "bench.rollout_episodes=4",
             "bench.num_envs=2",
@@ -45,3 +48,29 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
     assert [row["image_size"] for row in saved["scaling"]] == [16, 32]
     tokens = [row["tokens"] for row in saved["scaling"]]
     assert tokens[1] > tokens[0]  # a bigger image gives more patch tokens
+    assert saved["repeats"] == 2
+    for key, (low, high) in saved["spread"].items():  # medians of the interleaved repeats
+        assert low <= saved[key] <= high, key
+
+
+def test_both_training_loops_time_the_same_steps_with_the_same_optimizer(compose_cfg, tmp_path):
+    cfg = compose_cfg(
+        "benchmark",
+        [
+            "model=tiny",
+            "env.image_size=16",
+            f"data.dir={tmp_path}/data",
+            "data.num_episodes=12",
+            "data.val_episodes=2",
+            "data.batch_size=4",
+        ],
+    )
+    policy, dm = build(cfg)
+    # more steps than one epoch holds, so a per-epoch batch index would restart the timer
+    steps = len(dm.train_dataloader()) + 3
+    assert torch_loop(cfg, policy, dm, steps, 2)["timed_steps"] == steps
+    assert lightning_loop(cfg, policy, dm, steps, 2)["timed_steps"] == steps
+    groups = make_module(cfg, policy).param_groups()
+    assert all(p.ndim >= 2 for p in groups[0]["params"]) and "weight_decay" not in groups[0]
+    assert all(p.ndim < 2 for p in groups[1]["params"]) and groups[1]["weight_decay"] == 0.0
+    assert sum(len(g["params"]) for g in groups) == len(list(policy.parameters()))

@@ -1,30 +1,74 @@
-"""Loading checkpoints safely: a checkpoint is data, never code.
+"""The checkpoint format, in one place: what a checkpoint holds, how it is written, read and
+checked. A checkpoint is data, never code.
 
-Checkpoints are read with `torch.load(weights_only=True)`, which refuses to unpickle anything
-but tensors and plain containers, and the policy config they carry may only name classes and
-functions inside the `vla` package.
+A checkpoint is Lightning's dict (`state_dict`, optimizer and loop state, callbacks) plus
+    vla["format"]          CHECKPOINT_VERSION, checked on every read
+    vla["policy_config"]   the resolved Hydra config that rebuilds the policy (vla.* targets only)
+    vla["env_config"]      the ReachEnv keyword arguments the policy was trained on
+so evaluation needs nothing but the file.
+
+Writes go to a temporary file that is fsynced and renamed over the target, so a kill during a
+save leaves the previous checkpoint whole. Reads use `torch.load(weights_only=True)`, which
+refuses to unpickle anything but tensors and plain containers.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import zipfile
 from pathlib import Path
 
 import torch
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vla.config import instantiate
 from vla.models.policy import VLAPolicy
 
+CHECKPOINT_VERSION = 1
 SAFE_PREFIX = "vla."
 
 
 class CheckpointError(ValueError):
-    """A checkpoint is missing, unreadable, unsafe or does not fit the model."""
+    """A checkpoint is missing, unreadable, unsafe, of another version or does not fit."""
+
+
+def vla_payload(policy_config: dict | None, env_config: dict | None) -> dict:
+    """What a checkpoint carries besides Lightning's own state (stored under "vla")."""
+    return {
+        "format": CHECKPOINT_VERSION,
+        "policy_config": policy_config,
+        "env_config": env_config,
+    }
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint plugin: atomic writes, reads through `read_checkpoint`."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None) -> None:
+        if storage_options is not None:
+            raise TypeError("AtomicCheckpointIO does not take storage_options")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None):
+        return read_checkpoint(path)
 
 
 def read_checkpoint(path) -> dict:
-    """The checkpoint dict, loaded as data only. Raises CheckpointError naming the problem."""
+    """The checkpoint dict, loaded as data only and of this format version.
+
+    Raises CheckpointError naming the file and the problem.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={str(path)!r} does not exist")
@@ -49,6 +93,12 @@ def read_checkpoint(path) -> dict:
         ) from None
     if not isinstance(ckpt, dict) or "vla" not in ckpt or "state_dict" not in ckpt:
         raise CheckpointError(f"ckpt_path={str(path)!r} is not a vla training checkpoint")
+    version = ckpt["vla"].get("format") if isinstance(ckpt["vla"], dict) else None
+    if version != CHECKPOINT_VERSION:
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} has checkpoint format {version!r}; this code reads "
+            f"format {CHECKPOINT_VERSION}"
+        )
     return ckpt
 
 

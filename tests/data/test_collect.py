@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vla.data.collect import collect, dataset_path
-from vla.data.dataset import DatasetError, ensure_demos, load_demos
-from vla.data.seeds import EVAL_SEED_START, check_eval_seeds
+from vla.data.collect import collect
+from vla.data.dataset import DatasetError, dataset_path, load_demos
+from vla.data.prepare import ensure_demos
+from vla.data.seeds import SEED_LIMIT, SELECTION_SEED_START, TEST_SEED_START, check_seeds
 
 ENV = dict(num_targets=3, image_size=32)
 
@@ -109,11 +110,28 @@ def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
 
 
 def test_seed_ranges_are_disjoint(tmp_path):
-    with pytest.raises(ValueError, match="reserved for evaluation"):
-        collect(ENV, tmp_path, 10, seed=EVAL_SEED_START - 5, progress=False)
-    with pytest.raises(ValueError, match="used by training"):
-        check_eval_seeds(EVAL_SEED_START - 1, EVAL_SEED_START + 10)
-    check_eval_seeds(EVAL_SEED_START, EVAL_SEED_START + 10)
+    with pytest.raises(ValueError, match=r"data.seed=999999995 with 10 episodes .* demonstration"):
+        collect(ENV, tmp_path, 10, seed=TEST_SEED_START - 5, progress=False)
+    cases = [  # (use, first, num, accepted)
+        ("demonstration", 0, 10, True),
+        ("demonstration", TEST_SEED_START - 10, 10, True),
+        ("demonstration", TEST_SEED_START - 9, 10, False),
+        ("test", TEST_SEED_START, 10, True),
+        ("test", TEST_SEED_START - 1, 10, False),
+        ("test", 0, 200, False),
+        ("test", SELECTION_SEED_START - 10, 10, True),
+        ("test", SELECTION_SEED_START - 9, 10, False),
+        ("selection", SELECTION_SEED_START, 100, True),
+        ("selection", TEST_SEED_START, 100, False),
+        ("selection", SEED_LIMIT - 10, 10, True),
+        ("selection", SEED_LIMIT - 9, 10, False),
+    ]
+    for use, first, num, accepted in cases:
+        if accepted:
+            check_seeds(use, first, num, "key")
+        else:
+            with pytest.raises(ValueError, match=f"key={first} with {num} episodes"):
+                check_seeds(use, first, num, "key")
 
 
 def test_collect_script_reports_and_refuses_bad_values(tmp_path):

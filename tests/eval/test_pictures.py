@@ -3,7 +3,7 @@ import torch
 from PIL import Image
 
 from vla.checkpoint import load_policy
-from vla.data.seeds import EVAL_SEED_START
+from vla.data.seeds import TEST_SEED_START
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import readout_attention
 from vla.eval.video import annotate, save_gif
@@ -12,7 +12,7 @@ from vla.eval.visualize import visualize
 
 def test_readout_attention_sums_to_one_over_keys(tiny_ckpt):
     policy, env = load_policy(tiny_ckpt)
-    obs, _ = ReachEnv(**env).reset(seed=EVAL_SEED_START)
+    obs, _ = ReachEnv(**env).reset(seed=TEST_SEED_START)
     tokens = policy.tokenizer.encode([obs["instruction"]])
     rows, layout = readout_attention(
         policy, torch.from_numpy(obs["image"][None]), torch.from_numpy(obs["state"][None]), tokens

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from vla.checkpoint import load_policy
-from vla.data.seeds import EVAL_SEED_START
+from vla.data.seeds import TEST_SEED_START
 from vla.envs import render
 from vla.envs.instructions import PAIRS
 from vla.envs.reach import ReachEnv
@@ -18,10 +18,10 @@ def policy_env(tiny_ckpt):
 
 def test_rollout_counts_every_episode_with_its_seed(policy_env):
     policy, env = policy_env
-    result = rollout(policy, env, num_episodes=7, seed=EVAL_SEED_START, num_envs=3, record=2)
+    result = rollout(policy, env, num_episodes=7, seed=TEST_SEED_START, num_envs=3, record=2)
     m = result.metrics()
     assert m["num_episodes"] == 7 and 0 <= m["success_rate"] <= 1
-    assert list(result.seeds) == list(range(EVAL_SEED_START, EVAL_SEED_START + 7))
+    assert list(result.seeds) == list(range(TEST_SEED_START, TEST_SEED_START + 7))
     assert np.all((result.steps >= 1) & (result.steps <= env["max_episode_steps"]))
     for i, seed in enumerate(result.seeds):  # the instruction of each episode is its seed's
         obs, info = ReachEnv(**env).reset(seed=int(seed))
@@ -34,7 +34,7 @@ def test_rollout_counts_every_episode_with_its_seed(policy_env):
 
 def test_ablation_really_replaces_the_input(policy_env):
     policy, env = policy_env
-    obs, _ = ReachEnv(**env).reset(seed=EVAL_SEED_START)
+    obs, _ = ReachEnv(**env).reset(seed=TEST_SEED_START)
     image = torch.from_numpy(np.stack([obs["image"]] * 2))
     state = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.9, 0.8, 0.7, 0.6]])
     tokens = policy.tokenizer.encode(["go to the red circle", "reach the blue square"])
@@ -55,7 +55,7 @@ def test_rollout_feeds_the_ablated_inputs_to_the_policy(policy_env, monkeypatch)
         "predict_action_tensors",
         lambda i, s, t: seen.append((i.clone(), t.clone())) or original(i, s, t),
     )
-    rollout(policy, env, 2, EVAL_SEED_START, num_envs=2, ablate=["image", "language"])
+    rollout(policy, env, 2, TEST_SEED_START, num_envs=2, ablate=["image", "language"])
     assert seen and all(len(torch.unique(i)) <= 3 for i, _ in seen)  # background only
     assert all((t == t[:1]).all() for _, t in seen)  # one neutral instruction for everyone
 
@@ -63,7 +63,7 @@ def test_rollout_feeds_the_ablated_inputs_to_the_policy(policy_env, monkeypatch)
 def test_unknown_ablation_is_refused(policy_env):
     policy, env = policy_env
     with pytest.raises(ValueError, match="unknown entries"):
-        rollout(policy, env, 1, EVAL_SEED_START, ablate=["smell"])
+        rollout(policy, env, 1, TEST_SEED_START, ablate=["smell"])
 
 
 def test_held_out_split_never_instructs_a_training_pair():
@@ -71,7 +71,7 @@ def test_held_out_split_never_instructs_a_training_pair():
     env_kwargs = split_env({"num_targets": 3, "instructed_pairs": trained}, "held_out")
     assert env_kwargs["instructed_pairs"] == [0, 4, 8]
     env = ReachEnv(**env_kwargs)
-    for seed in range(EVAL_SEED_START, EVAL_SEED_START + 300):
+    for seed in range(TEST_SEED_START, TEST_SEED_START + 300):
         _, info = env.reset(seed=seed)
         assert info["target_pair"] not in trained
     with pytest.raises(ValueError, match="instructed_pairs"):
@@ -79,8 +79,9 @@ def test_held_out_split_never_instructs_a_training_pair():
 
 
 def test_held_out_demonstrations_never_instruct_a_held_out_pair(compose_cfg, tmp_path):
-    from vla.data.collect import collect, env_kwargs_of
+    from vla.data.collect import collect
     from vla.data.dataset import load_demos
+    from vla.envs.config import env_kwargs_of
 
     cfg = compose_cfg("train", ["experiment=held_out", f"paths.output_dir={tmp_path}"])
     demos = load_demos(collect(env_kwargs_of(cfg.env), tmp_path, 200, progress=False))

@@ -33,18 +33,19 @@ def test_config_composes_instantiates_and_runs(
     [
         ("model.film=false", lambda p: p.film is None),
         ("model.coord_features=false", lambda p: not p.image_encoder.coord_features),
-        ("model.head=discrete", lambda p: type(p.head).__name__ == "DiscreteHead"),
+        ("model.head=continuous", lambda p: type(p.head).__name__ == "ContinuousHead"),
         ("model.head=autoregressive", lambda p: type(p.head).__name__ == "AutoregressiveHead"),
         ("model.readout=cross", lambda p: p.readout.mode == "cross" and "readout" not in p.token_layout()),
         ("model.attn_impl=naive", lambda p: p.encoder.blocks[0].attn.attn_impl == "naive"),
         ("model.pos_emb=sinusoidal", lambda p: p.image_encoder.pos.kind == "sinusoidal"),
-        ("model.num_bins=32", lambda p: True),
+        ("model.num_bins=32", lambda p: p.head(torch.zeros(1, p.head.num_readouts, p.d_model)).shape == (1, 2, 32)),
         ("model.depth=1", lambda p: len(p.encoder.blocks) == 1),
     ],
 )  # fmt: skip
 def test_command_line_overrides(make_policy, make_batch, override, check):
     policy = make_policy("tiny", override)
     assert check(policy)
+    assert not check(make_policy("tiny")), f"the default already satisfies {override}'s check"
     loss, _ = policy(make_batch(policy, batch_size=2))
     assert torch.isfinite(loss)
 

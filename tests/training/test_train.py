@@ -6,10 +6,17 @@ from pathlib import Path
 import hydra
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import vla.data.datamodule
+import vla.training.callbacks
+import vla.training.train
 from vla.checkpoint import load_policy, read_checkpoint
 from vla.eval.evaluate import evaluate
+from vla.eval.rollout import rollout
+from vla.training.callbacks import LastCheckpoint
 from vla.training.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,10 +24,14 @@ GROUPS = {
     "env": ["reach"],
     "data": ["default"],
     "model": ["tiny", "small", "base"],
+    "optimizer": ["adamw"],
+    "scheduler": ["warmup_cosine"],
+    "seeds": ["default"],
     "trainer": ["cpu"],
     "logger": ["tensorboard"],
     "callbacks": ["default"],
     "debug": ["fast"],
+    "experiment": ["shared_colours", "tiny_quick", "held_out"],
 }
 
 
@@ -35,6 +46,35 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
     hydra.utils.instantiate(cfg.optimizer)([torch.nn.Parameter(torch.zeros(1))])
 
 
+@pytest.mark.parametrize(
+    "experiment, changed",
+    [
+        ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 16}),
+        ("tiny_quick", {"model.d_model": 64, "model.depth": 2, "trainer.max_epochs": 4}),
+        ("held_out", {"env.instructed_pairs": [1, 2, 3, 5, 6, 7, 9, 10, 11]}),
+    ],
+)
+def test_experiments_change_only_what_they_name(compose_cfg, tmp_path, experiment, changed):
+    base = compose_cfg("train", [f"paths.output_dir={tmp_path}"])
+    cfg = compose_cfg("train", [f"experiment={experiment}", f"paths.output_dir={tmp_path}"])
+    for key, value in changed.items():
+        assert OmegaConf.select(cfg, key) == value, key
+        assert OmegaConf.select(base, key) != value, key
+    groups = ("data", "optimizer", "scheduler", "seeds", "eval")
+    assert all(cfg[g] == base[g] for g in groups)  # the rest of the recipe is the default's
+    assert cfg.model.policy.image_encoder.image_size == 48
+
+
+def test_one_callback_writes_last_ckpt_and_seed_ranges_are_kept(compose_cfg, tmp_path):
+    cfg = compose_cfg("train", [f"paths.output_dir={tmp_path}"])
+    callbacks = [hydra.utils.instantiate(c) for c in cfg.callbacks.values()]
+    writers = [c for c in callbacks if isinstance(c, LastCheckpoint)]
+    assert len(writers) == 1 and writers[0].path == f"{tmp_path}/checkpoints/last.ckpt"
+    assert not any(isinstance(c, ModelCheckpoint) and c.save_last for c in callbacks)
+    assert cfg.eval.seed == 1_000_000_000  # test episodes
+    assert cfg.callbacks.rollout_eval.seed == 2_000_000_000  # checkpoint-selection episodes
+
+
 def test_command_line_override_changes_the_model(compose_cfg, tmp_path):
     def count(overrides):
         cfg = compose_cfg("train", [f"paths.output_dir={tmp_path}", *overrides])
@@ -43,7 +83,12 @@ def test_command_line_override_changes_the_model(compose_cfg, tmp_path):
     assert count(["model.depth=1"]) < count([]) < count(["model.d_model=192", "model.n_heads=4"])
 
 
-def test_fast_dev_run(compose_cfg, fast_overrides):
+def test_fast_dev_run_builds_the_data_once(compose_cfg, fast_overrides, monkeypatch):
+    calls = []
+    real = vla.data.datamodule.ensure_demos
+    monkeypatch.setattr(
+        vla.data.datamodule, "ensure_demos", lambda *a, **k: calls.append(a) or real(*a, **k)
+    )
     cfg = compose_cfg(
         "train",
         [
@@ -54,14 +99,27 @@ def test_fast_dev_run(compose_cfg, fast_overrides):
         ],
     )
     metrics = train(cfg)
-    assert 0.0 <= metrics["success_rate"] <= 1.0
+    assert len(calls) == 1  # not again for the statistics, nor for Lightning's prepare_data
+    assert metrics["global_step"] == 1 and metrics["num_episodes"] == cfg.eval.num_episodes == 8
+    assert metrics["success_rate"] * 8 == round(metrics["success_rate"] * 8)  # k of 8 episodes
 
 
 @pytest.fixture
-def trained_run(compose_cfg, fast_overrides, tmp_path):
+def trained_run(compose_cfg, fast_overrides, tmp_path, monkeypatch):
+    """A fast run; `metrics["rollout_seeds"]` lists (caller, first seed, episodes) of its
+    rollouts, recorded around the real rollout function."""
+    seeds = []
+    for module in (vla.training.train, vla.training.callbacks):
+        real = module.rollout
+
+        def recorded(policy, env, n, seed, *a, _real=real, _who=module.__name__, **k):
+            seeds.append((_who.rsplit(".", 1)[1], seed, n))
+            return _real(policy, env, n, seed, *a, **k)
+
+        monkeypatch.setattr(module, "rollout", recorded)
     cfg = compose_cfg("train", fast_overrides)
     metrics = train(cfg)
-    return Path(cfg.paths.output_dir), metrics, cfg
+    return Path(cfg.paths.output_dir), metrics | {"rollout_seeds": seeds}, cfg
 
 
 def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run):
@@ -70,7 +128,22 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
     assert list((run / "checkpoints").glob("best-*.ckpt"))
     saved = json.loads((run / "metrics.json").read_text())
     assert saved["success_rate"] == metrics["success_rate"]
-    assert 0.0 <= saved["success_rate"] <= 1.0 and saved["num_episodes"] == cfg.eval.num_episodes
+    assert saved["num_episodes"] == cfg.eval.num_episodes
+    selection = cfg.callbacks.rollout_eval  # picks the best checkpoint on its own episodes
+    assert metrics["rollout_seeds"] == [
+        ("callbacks", 2_000_000_000, selection.num_episodes),  # after the one epoch
+        ("train", 1_000_000_000, cfg.eval.num_episodes),  # the final test
+    ]
+    # the reported rate is the final weights' on the test episodes: rolling the saved
+    # checkpoint out again on those seeds gives the same episodes and the same outcome
+    policy, env_kwargs = load_policy(run / "checkpoints" / "last.ckpt")
+    again = rollout(
+        policy, env_kwargs, cfg.eval.num_episodes, cfg.eval.seed, num_envs=cfg.eval.num_envs
+    ).metrics()
+    assert (again["success_rate"], again["mean_steps"]) == (
+        saved["success_rate"],
+        saved["mean_steps"],
+    )
     assert saved["timings"]["total_s"] > 0
     events = EventAccumulator(str(run / "tensorboard")).Reload()
     tags = set(events.Tags()["scalars"])
@@ -102,6 +175,10 @@ def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
             f"paths.output_dir={tmp_path}/eval",
         ],
     )
+    with pytest.raises(ValueError, match="eval.seed=0 with 6 episodes uses seeds 0..5"):
+        evaluate(
+            compose_cfg("eval", [f"ckpt_path={run}/x.ckpt", "eval.num_episodes=6", "eval.seed=0"])
+        )
     metrics = evaluate(cfg)
     saved = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert saved["num_episodes"] == 6 and saved["success_rate"] == metrics["success_rate"]

@@ -14,8 +14,9 @@ import numpy as np
 import torch
 from einops import rearrange
 
-from vla.data.collect import env_kwargs_of
-from vla.data.dataset import Demos, ensure_demos
+from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
+from vla.data.prepare import ensure_demos
+from vla.envs.config import env_kwargs_of
 from vla.keys import ACTION, IMAGE, STATE, TOKENS
 
 
@@ -163,30 +164,31 @@ class ReachDataModule(L.LightningDataModule):
         self.tensors: dict[str, torch.Tensor] | None = None
 
     def prepare_data(self) -> None:
-        ensure_demos(
-            self.env_kwargs,
-            self.dir,
-            self.num_episodes,
-            self.seed,
-            self.noise_std,
-            self.collect_workers,
-        )
+        """Builds or loads the demonstrations, once: later calls (Lightning's own) reuse them."""
+        if self.demos is None:
+            self.demos = ensure_demos(
+                self.env_kwargs,
+                self.dir,
+                self.num_episodes,
+                self.seed,
+                self.noise_std,
+                self.collect_workers,
+            )
 
     def setup(self, stage: str | None = None) -> None:
+        """Loads the demonstrations into tensors and splits them; they must exist by now."""
         if self.tensors is not None:
             return
         if self.tokenize is None:
             raise ValueError("ReachDataModule needs `tokenize` (the policy's tokenizer)")
-        self.demos = ensure_demos(
-            self.env_kwargs,
-            self.dir,
-            self.num_episodes,
-            self.seed,
-            self.noise_std,
-            self.collect_workers,
-            progress=False,
-        )
+        if self.demos is None:  # a process that did not run prepare_data (DDP ranks > 0)
+            self.demos = load_demos(
+                dataset_path(
+                    self.dir, self.env_kwargs, self.num_episodes, self.seed, self.noise_std
+                )
+            )
         d = self.demos
+        check_labels(d)
         self.tensors = {
             IMAGE: torch.from_numpy(np.array(d.image)),
             STATE: torch.from_numpy(np.array(d.state)),
@@ -204,7 +206,8 @@ class ReachDataModule(L.LightningDataModule):
 
     def statistics(self) -> dict[str, torch.Tensor]:
         """Normalisation statistics from the training split (never the validation split)."""
-        self.setup()
+        if self.tensors is None:
+            raise RuntimeError("ReachDataModule.statistics() needs setup() to have run first")
         state = self.tensors[STATE][self.train_indices]
         action = self.tensors[ACTION][self.train_indices]
         return dict(

@@ -1,14 +1,36 @@
-"""Loading a demonstration set, and refusing one that is incomplete or corrupt."""
+"""The demonstration-set format on disk: its layout, version and cache key, written atomically
+and loaded with every file checked against its meta.json.
+
+A dataset is a folder `<root>/reach-<key>/` whose name is a hash of everything that decides
+its contents (env config, episode count, seeds, expert noise, format version), so a changed
+config gets a new dataset and an unchanged one reuses the cache. It is written into a
+temporary folder that is renamed into place only when complete: an interrupted write never
+leaves anything that loads.
+
+Layout (one memory-mappable `.npy` per field; N steps, E episodes):
+    image.npy           uint8   [N,H,W,3]
+    state.npy           float32 [N,4]
+    action.npy          float32 [N,2]     the clean expert action (the label)
+    episode.npy         int32   [N]       episode index of each step
+    episode_start.npy   int64   [E]       first step of each episode
+    target_pair.npy     int32   [E]       instructed (colour, shape) pair, index into PAIRS
+    instructions.json   [E] strings
+    meta.json           counts, expert success rate, env config, seeds, format version, shapes
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from vla.data.collect import ARRAYS, FORMAT_VERSION
+FORMAT_VERSION = 1
+ARRAYS = ("image", "state", "action", "episode", "episode_start", "target_pair")
 
 
 class DatasetError(RuntimeError):
@@ -40,6 +62,48 @@ class Demos:
     @property
     def num_episodes(self) -> int:
         return len(self.episode_start)
+
+
+def dataset_key(env_kwargs: dict, num_episodes: int, seed: int, noise_std: float) -> str:
+    """Hash of everything that decides a dataset's contents. render_* only affects people."""
+    env = {k: v for k, v in sorted(env_kwargs.items()) if not k.startswith("render")}
+    spec = dict(
+        format=FORMAT_VERSION, env=env, num_episodes=num_episodes, seed=seed, noise=noise_std
+    )
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def dataset_path(root, env_kwargs: dict, num_episodes: int, seed: int, noise_std: float) -> Path:
+    """The cache folder of the dataset this config describes."""
+    return Path(root) / f"reach-{dataset_key(env_kwargs, num_episodes, seed, noise_std)}"
+
+
+def write_demos(final: Path, arrays: dict, instructions: list[str], meta: dict) -> None:
+    """Writes a dataset into `final` atomically; `meta` gains the format version and shapes."""
+    if set(arrays) != set(ARRAYS):
+        raise ValueError(f"arrays {sorted(arrays)} must be exactly {sorted(ARRAYS)}")
+    meta = dict(
+        meta,
+        format_version=FORMAT_VERSION,
+        key=final.name,
+        arrays={k: dict(shape=list(v.shape), dtype=str(v.dtype)) for k, v in arrays.items()},
+    )
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        for name, array in arrays.items():
+            np.save(tmp / f"{name}.npy", array)
+        (tmp / "instructions.json").write_text(json.dumps(instructions))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # last: marks completeness
+        if final.exists():  # a stale or corrupt copy under the same key: replace it
+            stale = final.parent / f".stale-{final.name}-{os.getpid()}"
+            os.replace(final, stale)
+            shutil.rmtree(stale, ignore_errors=True)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_demos(path, mmap: bool = True) -> Demos:
@@ -93,32 +157,14 @@ def load_demos(path, mmap: bool = True) -> Demos:
     return Demos(path=path, meta=meta, instructions=instructions, **arrays)
 
 
-def is_valid(path) -> bool:
-    try:
-        load_demos(path)
-    except DatasetError:
-        return False
-    return True
-
-
-def ensure_demos(
-    env_kwargs: dict,
-    root,
-    num_episodes: int,
-    seed: int,
-    noise_std: float,
-    num_workers: int = 1,
-    progress: bool = True,
-) -> Demos:
-    """The cached dataset for this config, collected first if missing, incomplete or corrupt."""
-    from vla.data.collect import collect, dataset_path
-
-    path = dataset_path(root, env_kwargs, num_episodes, seed, noise_std)
-    if path.exists():
-        try:
-            return load_demos(path)
-        except DatasetError as e:
-            if progress:
-                print(f"rebuilding the dataset: {e}")
-    path = collect(env_kwargs, root, num_episodes, seed, noise_std, num_workers, progress)
-    return load_demos(path)
+def check_labels(demos: Demos) -> None:
+    """Refuses non-finite action labels: the discrete head would bin a NaN silently and the
+    continuous head would turn it into a NaN loss."""
+    bad = ~np.isfinite(np.asarray(demos.action)).all(axis=1)  # [N]
+    if bad.any():
+        steps = np.flatnonzero(bad)
+        raise DatasetError(
+            f"{demos.path / 'action.npy'} has {len(steps)} non-finite action labels (NaN/inf), "
+            f"first at step {int(steps[0])}: {np.asarray(demos.action)[steps[0]].tolist()}; "
+            "delete the folder to collect it again"
+        )

@@ -20,8 +20,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from vla.envs import render
+from vla.envs import render, scene
 from vla.envs.instructions import COLOURS, PAIRS, sample_instruction
+from vla.keys import IMAGE, INSTRUCTION, STATE
 
 STATE_DIM = 4
 ACTION_DIM = 2
@@ -129,14 +130,14 @@ class ReachEnv(gym.Env):
         self.action_space = spaces.Box(-1.0, 1.0, (ACTION_DIM,), dtype=np.float32)
         self.observation_space = spaces.Dict(
             {
-                "image": spaces.Box(0, 255, (image_size, image_size, 3), dtype=np.uint8),
+                IMAGE: spaces.Box(0, 255, (image_size, image_size, 3), dtype=np.uint8),
                 # x, y in [0,1]; velocity = last displacement / max_step in [-1,1]
-                "state": spaces.Box(
+                STATE: spaces.Box(
                     np.array([0, 0, -1, -1], np.float32),
                     np.array([1, 1, 1, 1], np.float32),
                     dtype=np.float32,
                 ),
-                "instruction": spaces.Text(max_length=64, charset=INSTRUCTION_CHARSET),
+                INSTRUCTION: spaces.Text(max_length=64, charset=INSTRUCTION_CHARSET),
             }
         )
 
@@ -152,13 +153,17 @@ class ReachEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         rng = self.np_random
-        self._pairs = self._sample_pairs(rng)  # indices into PAIRS, one per target
+        self._pairs = scene.sample_pairs(  # indices into PAIRS, one per target
+            rng, self.num_targets, self.shared_colours, self.instructed_pairs
+        )
         self._target = int(rng.integers(self.num_targets))
         if self.instructed_pairs is not None:
             allowed = [i for i, p in enumerate(self._pairs) if p in self.instructed_pairs]
             self._target = allowed[int(rng.integers(len(allowed)))]
-        self._centres = self._sample_centres(rng)
-        self._pos = self._sample_start(rng)
+        self._centres = scene.sample_centres(
+            rng, self.num_targets, self._margin, self.min_separation
+        )
+        self._pos = scene.sample_start(rng, self._centres, self.min_separation)
         self._vel = np.zeros(2, dtype=np.float32)
         self._elapsed = 0
         colour, shape = PAIRS[self._pairs[self._target]]
@@ -215,7 +220,7 @@ class ReachEnv(gym.Env):
         image = self._scene.copy()
         render.draw_disc(image, self._pos, self._effector_radius)
         state = np.concatenate([self._pos, self._vel]).astype(np.float32)
-        return {"image": image, "state": state, "instruction": self._instruction}
+        return {IMAGE: image, STATE: state, INSTRUCTION: self._instruction}
 
     def _get_info(self) -> dict:
         return {
@@ -227,38 +232,3 @@ class ReachEnv(gym.Env):
 
     def _target_distance(self) -> float:
         return float(np.linalg.norm(self._pos - self._centres[self._target]))
-
-    def _sample_pairs(self, rng: np.random.Generator) -> list[int]:
-        if self.shared_colours:
-            pairs = rng.choice(len(PAIRS), size=self.num_targets, replace=False)
-        else:
-            colours = rng.choice(len(COLOURS), size=self.num_targets, replace=False)
-            shapes = rng.integers(len(PAIRS) // len(COLOURS), size=self.num_targets)
-            pairs = colours * (len(PAIRS) // len(COLOURS)) + shapes
-        pairs = [int(p) for p in pairs]
-        if self.instructed_pairs is not None and not set(pairs) & set(self.instructed_pairs):
-            # make one target an instructable pair, keeping the scene's colour rule
-            choices = [
-                p
-                for p in self.instructed_pairs
-                if p not in pairs[1:]
-                and (self.shared_colours or PAIRS[p][0] not in {PAIRS[q][0] for q in pairs[1:]})
-            ]
-            pairs[0] = int(choices[int(rng.integers(len(choices)))])
-        return pairs
-
-    def _sample_centres(self, rng: np.random.Generator) -> np.ndarray:
-        lo, hi = self._margin, 1.0 - self._margin
-        for _ in range(1000):
-            centres = rng.uniform(lo, hi, size=(self.num_targets, 2)).astype(np.float32)
-            d = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
-            if np.all(d[np.triu_indices(self.num_targets, 1)] >= self.min_separation):
-                return centres
-        raise RuntimeError("could not place the targets; lower env.min_separation")
-
-    def _sample_start(self, rng: np.random.Generator) -> np.ndarray:
-        for _ in range(1000):
-            pos = rng.uniform(0.05, 0.95, size=2).astype(np.float32)
-            if np.all(np.linalg.norm(self._centres - pos, axis=-1) >= self.min_separation):
-                return pos
-        return pos  # crowded arena: any start is fine, the named target is still at a distance

@@ -8,6 +8,7 @@ import torch
 from einops import rearrange
 from PIL import Image, ImageDraw, ImageFont
 
+from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.models.policy import VLAPolicy
 
 
@@ -90,16 +91,14 @@ def episode_attention_figures(policy: VLAPolicy, obs: dict, frames: list[np.ndar
     """Figures for a batch of observations: obs holds image [B,H,W,3], state [B,S] and
     instruction (B strings); frames are the matching rendered frames. Returns B images."""
     device = next(policy.parameters()).device
-    tokens = policy.tokenizer.encode(list(obs["instruction"])).to(device)
-    image = torch.as_tensor(obs["image"], device=device)
-    state = torch.as_tensor(obs["state"], device=device)
+    tokens = policy.tokenizer.encode(list(obs[INSTRUCTION])).to(device)
+    image = torch.as_tensor(obs[IMAGE], device=device)
+    state = torch.as_tensor(obs[STATE], device=device)
     rows, layout = readout_attention(policy, image, state, tokens)
     grid = policy.image_encoder.grid
     figures = []
     for b, frame in enumerate(frames):
         words = [w for w in policy.tokenizer.decode(tokens[b : b + 1])[0].split()]
         per_layer = [(name, w[b].float().cpu().numpy()) for name, w in rows]
-        figures.append(
-            attention_figure(frame, per_layer, layout, words, grid, obs["instruction"][b])
-        )
+        figures.append(attention_figure(frame, per_layer, layout, words, grid, obs[INSTRUCTION][b]))
     return figures

@@ -9,7 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from vla.checkpoint import load_policy
-from vla.data.seeds import check_eval_seeds
+from vla.data.seeds import check_seeds
 from vla.envs.instructions import PAIRS
 from vla.eval.rollout import ABLATIONS, check_ablations, rollout
 from vla.eval.run_folder import resolve_ckpt_path
@@ -24,7 +24,7 @@ def evaluate(cfg: DictConfig) -> dict:
     n, seed = cfg.eval.num_episodes, cfg.eval.seed
     if n is None or n <= 0:
         raise ValueError(f"eval.num_episodes={n} must be > 0")
-    check_eval_seeds(seed, seed + n - 1)
+    check_seeds("test", seed, n, "eval.seed")
     ablate = check_ablations(list(cfg.eval.ablate))
     configure_torch(cfg.get("threads"))
     ckpt_path = resolve_ckpt_path(cfg.ckpt_path)

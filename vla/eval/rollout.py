@@ -116,7 +116,7 @@ def rollout(
             active = np.flatnonzero(~done)  # finished episodes need no more inference
             image = torch.from_numpy(obs["image"][active]).to(device)
             state = torch.from_numpy(obs["state"][active]).to(device)
-            action = np.zeros((n, 2), dtype=np.float32)  # finished envs stand still
+            action = np.zeros((n, policy.action_dim), dtype=np.float32)  # finished envs stand still
             with torch.inference_mode():
                 inputs = ablate_inputs(policy, image, state, tokens[active], ablate)
                 action[active] = policy.predict_action_tensors(*inputs).float().cpu().numpy()

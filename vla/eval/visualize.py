@@ -10,10 +10,11 @@ from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 
 from vla.checkpoint import load_policy
-from vla.data.seeds import check_eval_seeds
+from vla.data.seeds import check_seeds
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import episode_attention_figures
 from vla.eval.run_folder import resolve_ckpt_path
+from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.runtime import configure_torch
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ def visualize(cfg: DictConfig) -> list[Path]:
     n, seed = cfg.viz.num_episodes, cfg.viz.seed
     if n is None or n <= 0:
         raise ValueError(f"viz.num_episodes={n} must be > 0")
-    check_eval_seeds(seed, seed + n - 1)
+    check_seeds("test", seed, n, "viz.seed")
     steps = sorted(int(s) for s in cfg.viz.steps)
     if not steps or steps[0] < 0:
         raise ValueError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
@@ -40,9 +41,9 @@ def visualize(cfg: DictConfig) -> list[Path]:
         for t in range(steps[-1] + 1):
             if t in steps:
                 batch = {
-                    "image": obs["image"][None],
-                    "state": obs["state"][None],
-                    "instruction": [obs["instruction"]],
+                    IMAGE: obs[IMAGE][None],
+                    STATE: obs[STATE][None],
+                    INSTRUCTION: [obs[INSTRUCTION]],
                 }
                 (figure,) = episode_attention_figures(policy, batch, [env.render()])
                 path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"

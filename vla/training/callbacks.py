@@ -8,8 +8,8 @@ import time
 import lightning as L
 from lightning.pytorch.loggers import TensorBoardLogger
 
-from vla.data.collect import env_kwargs_of
-from vla.data.seeds import EVAL_SEED_START
+from vla.data.seeds import SELECTION_SEED_START, check_seeds
+from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
@@ -32,7 +32,8 @@ class RolloutEval(L.Callback):
     Args:
         env: the env config to evaluate in (kwargs of ReachEnv).
         num_episodes: episodes per evaluation.
-        seed: first episode seed; evaluation seeds never overlap the demonstrations'.
+        seed: first episode seed, in the checkpoint-selection range (`vla.data.seeds`): the
+            best checkpoint is chosen on episodes that are neither demonstrations nor tests.
         num_envs: envs stepped together (batched inference).
         every_n_validations: evaluate at every n-th validation.
         record: episodes whose frames are logged.
@@ -42,7 +43,7 @@ class RolloutEval(L.Callback):
         self,
         env,
         num_episodes: int = 100,
-        seed: int = EVAL_SEED_START,
+        seed: int = SELECTION_SEED_START,
         num_envs: int = 50,
         every_n_validations: int = 1,
         record: int = 2,
@@ -53,6 +54,7 @@ class RolloutEval(L.Callback):
             raise ValueError(
                 f"callbacks.rollout_eval.every_n_validations={every_n_validations} must be >= 1"
             )
+        check_seeds("selection", seed, num_episodes, "callbacks.rollout_eval.seed")
         self.env_kwargs = env_kwargs_of(env)
         self.num_episodes, self.seed, self.num_envs = num_episodes, seed, num_envs
         self.every_n_validations, self.record = every_n_validations, record
@@ -133,17 +135,30 @@ class RolloutEval(L.Callback):
 
 
 class LastCheckpoint(L.Callback):
-    """Keeps `<dirpath>/last.ckpt` current at the end of every epoch (so it holds the final
-    weights when training ends), and saves it on Ctrl-C before Lightning shuts down, so
-    `ckpt_path=<run>/checkpoints/last.ckpt` continues from the step where training stopped.
-    Mid-epoch saves every N steps come from the `last_checkpoint` ModelCheckpoint."""
+    """The one writer of `<dirpath>/last.ckpt`: every `every_n_train_steps` optimizer steps (so
+    a crash loses at most that many), at the end of every epoch (so it holds the final weights
+    when training ends), and on Ctrl-C before Lightning shuts down, so
+    `ckpt_path=<run>/checkpoints/last.ckpt` continues from the step where training stopped."""
 
-    def __init__(self, dirpath: str):
+    def __init__(self, dirpath: str, every_n_train_steps: int = 200):
+        if every_n_train_steps < 1:
+            raise ValueError(
+                f"callbacks.last_checkpoint.every_n_train_steps={every_n_train_steps} must be >= 1"
+            )
         self.path = f"{dirpath}/last.ckpt"
+        self.every_n_train_steps = every_n_train_steps
         self.saved_on_interrupt: str | None = None
+        self._saved_step: int | None = None  # a skipped batch leaves the step where it was
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if step > 0 and step % self.every_n_train_steps == 0 and step != self._saved_step:
+            trainer.save_checkpoint(self.path, weights_only=False)
+            self._saved_step = step
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule):
         trainer.save_checkpoint(self.path, weights_only=False)  # a full one: resume needs it
+        self._saved_step = trainer.global_step
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception):
         if isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":

@@ -8,6 +8,8 @@ from collections.abc import Callable
 import lightning as L
 import torch
 
+from vla.checkpoint import vla_payload
+from vla.keys import ACTION
 from vla.models.policy import VLAPolicy
 
 
@@ -59,31 +61,32 @@ class BCModule(L.LightningModule):
             self.skipped_batches += 1
             self.log("train/skipped_batches", float(self.skipped_batches))
             return None  # Lightning skips the optimizer step for this batch
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["action"]))
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[ACTION]))
         for k, v in logs.items():
             if k != "loss":
-                self.log(f"train/{k}", v, batch_size=len(batch["action"]))
+                self.log(f"train/{k}", v, batch_size=len(batch[ACTION]))
         return loss
 
     def validation_step(self, batch, batch_idx):
         loss, logs = self.model_step(batch)
-        n = len(batch["action"])
+        n = len(batch[ACTION])
         self.log("val/loss", loss, prog_bar=True, batch_size=n, sync_dist=True)
         for k, v in logs.items():
             if k != "loss":
                 self.log(f"val/{k}", v, batch_size=n, sync_dist=True)
 
-    def configure_optimizers(self):
-        # no weight decay on biases, norms and embeddings-like vectors (ndim < 2); the names
-        # label the groups' learning rates in TensorBoard (lr-AdamW/decay, lr-AdamW/no_decay)
+    def param_groups(self) -> list[dict]:
+        """Weight decay on matrices only: none on biases, norms and other vectors (ndim < 2).
+        The names label the groups' learning rates in TensorBoard (lr-AdamW/decay, .../no_decay)."""
         decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
         no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
-        optimizer = self.optimizer_factory(
-            [
-                {"params": decay, "name": "decay"},
-                {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
-            ]
-        )
+        return [
+            {"params": decay, "name": "decay"},
+            {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
+        ]
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(self.param_groups())
         if self.scheduler_factory is None:
             return optimizer
         scheduler = self.scheduler_factory(
@@ -95,8 +98,4 @@ class BCModule(L.LightningModule):
         }
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["vla"] = {
-            "format": 1,
-            "policy_config": self.policy_config,
-            "env_config": self.env_config,
-        }
+        checkpoint["vla"] = vla_payload(self.policy_config, self.env_config)

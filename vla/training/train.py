@@ -13,8 +13,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from vla.checkpoint import load_weights, read_checkpoint
 from vla.config import instantiate
-from vla.data.collect import dataset_path, env_kwargs_of
 from vla.data.datamodule import ReachDataModule
+from vla.data.dataset import dataset_path
+from vla.data.seeds import check_seeds
+from vla.envs.config import env_kwargs_of
 from vla.eval.rollout import rollout
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
@@ -39,6 +41,7 @@ def check_config(cfg: DictConfig) -> None:
     for key, value in positive.items():
         if value is None or value <= 0:
             raise ValueError(f"{key}={value} must be > 0")
+    check_seeds("test", cfg.eval.seed, cfg.eval.num_episodes, "eval.seed")
 
 
 def check_resumable(ckpt_path, policy) -> None:
@@ -68,11 +71,14 @@ def train(cfg: DictConfig) -> dict:
     policy = instantiate(cfg.model.policy)
     if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
         check_resumable(cfg.ckpt_path, policy)
+    # callbacks check their own values (rollout seeds among them) before any data is made
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
-    datamodule = ReachDataModule(
-        env=env_kwargs, **cfg.data, tokenize=policy.tokenizer.encode, shuffle_seed=cfg.seed
+    datamodule: ReachDataModule = instantiate(
+        cfg.data, env=env_kwargs, tokenize=policy.tokenizer.encode, shuffle_seed=cfg.seed
     )
-    datamodule.prepare_data()
+    datamodule.prepare_data()  # builds or loads the demonstrations, the run's only time
+    datamodule.setup("fit")
     collected = time.perf_counter()
     d = cfg.data
     log.info(
@@ -92,7 +98,6 @@ def train(cfg: DictConfig) -> dict:
     )
     if cfg.get("compile"):
         policy.compile()  # in place: parameter names (and checkpoints) stay the same
-    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     if not logger:  # nothing to log learning rates to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]

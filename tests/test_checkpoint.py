@@ -1,0 +1,107 @@
+"""The checkpoint format: safe reads, refused foreign or damaged files, versions, atomic writes."""
+
+import os
+
+import pytest
+import torch
+
+from vla.checkpoint import (
+    AtomicCheckpointIO,
+    CheckpointError,
+    load_policy,
+    read_checkpoint,
+    vla_payload,
+)
+from vla.training.train import train
+
+
+def test_random_bytes_and_truncated_checkpoints_are_refused(tiny_ckpt, tmp_path):
+    junk = tmp_path / "junk.ckpt"
+    junk.write_bytes(os.urandom(4096))
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        read_checkpoint(junk)
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(tiny_ckpt.read_bytes()[:5000])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        read_checkpoint(cut)
+    not_ours = tmp_path / "plain.ckpt"
+    torch.save({"weights": torch.zeros(3)}, not_ours)
+    with pytest.raises(CheckpointError, match="not a vla training checkpoint"):
+        read_checkpoint(not_ours)
+
+
+class _RunsCode:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_checkpoint_of_another_format_version_is_refused(tiny_ckpt, tmp_path):
+    ckpt = torch.load(tiny_ckpt, weights_only=True)
+    ckpt["vla"]["format"] = 2
+    other = tmp_path / "future.ckpt"
+    torch.save(ckpt, other)
+    with pytest.raises(CheckpointError, match=r"future.ckpt' has checkpoint format 2; .* format 1"):
+        load_policy(other)
+    del ckpt["vla"]["format"]
+    torch.save(ckpt, other)
+    with pytest.raises(CheckpointError, match="has checkpoint format None"):
+        read_checkpoint(other)
+
+
+def test_checkpoint_that_would_run_code_is_refused(tmp_path):
+    marker = tmp_path / "pwned"
+    evil = tmp_path / "evil.ckpt"
+    torch.save({"vla": {}, "state_dict": {}, "payload": _RunsCode(marker)}, evil)
+    with pytest.raises(CheckpointError, match="refused by the safe loader"):
+        read_checkpoint(evil)
+    assert not marker.exists()
+
+
+def test_checkpoint_config_may_only_name_vla_classes(tiny_ckpt, tmp_path):
+    ckpt = torch.load(tiny_ckpt, weights_only=True)
+    ckpt["vla"]["policy_config"]["head"]["_target_"] = "os.system"
+    bad = tmp_path / "foreign.ckpt"
+    torch.save(ckpt, bad)
+    with pytest.raises(CheckpointError, match="only vla"):
+        load_policy(bad)
+
+
+def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cfg, tmp_path):
+    cfg = compose_cfg(
+        "train",
+        [
+            "debug=fast",
+            "model=tiny",
+            "env.image_size=32",
+            "model.depth=3",
+            f"ckpt_path={tiny_ckpt}",
+            f"paths.output_dir={tmp_path}/run",
+            f"data.dir={tmp_path}/d",
+        ],
+    )
+    with pytest.raises(CheckpointError, match="different architecture"):
+        train(cfg)
+    ckpt = torch.load(tiny_ckpt, weights_only=True)
+    ckpt["vla"]["policy_config"]["encoder"]["depth"] = 3
+    torch.save(ckpt, tmp_path / "mismatch.ckpt")
+    with pytest.raises(CheckpointError, match="do not fit the architecture"):
+        load_policy(tmp_path / "mismatch.ckpt")
+
+
+def test_atomic_save_never_leaves_a_corrupt_checkpoint(tmp_path, monkeypatch):
+    io = AtomicCheckpointIO()
+    path = tmp_path / "last.ckpt"
+    io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.ones(2)}}, path)
+
+    def dies_midway(obj, f):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", dies_midway)
+    with pytest.raises(KeyboardInterrupt):
+        io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.zeros(2)}}, path)
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

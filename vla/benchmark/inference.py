@@ -1,0 +1,83 @@
+"""Timed inference and data paths: attention kernels, vectorised rollouts, single-observation
+latency and expert collection."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vla.data.collect import collect
+from vla.data.seeds import TEST_SEED_START
+from vla.envs.reach import ReachEnv
+from vla.eval.rollout import rollout
+from vla.models.attention import MultiHeadAttention
+
+
+def attention_speed(policy, batch_size: int, repeats: int = 10) -> dict:
+    """Forward+backward seconds of one attention layer, naive vs fused, at the real length."""
+    T, D = policy.num_tokens(), policy.d_model
+    x = torch.randn(batch_size, T, D, requires_grad=True)
+    times = {}
+    for impl in ("naive", "sdpa"):
+        attn = MultiHeadAttention(D, policy.encoder.n_heads, attn_impl=impl)
+        for i in range(repeats + 3):
+            if i == 3:
+                start = time.perf_counter()
+            attn(x).sum().backward()
+        times[impl] = (time.perf_counter() - start) / repeats
+    return dict(
+        sdpa_vs_naive=times["naive"] / times["sdpa"],
+        attn_ms_naive=1e3 * times["naive"],
+        attn_ms_sdpa=1e3 * times["sdpa"],
+    )
+
+
+def rollout_speed(policy, env_kwargs: dict, episodes: int, num_envs: int) -> dict:
+    """Env steps/s: vectorised envs with batched inference vs one env, one call per step."""
+    start = time.perf_counter()
+    result = rollout(policy, env_kwargs, episodes, TEST_SEED_START, num_envs=num_envs)
+    vec_steps = int(result.steps.sum())
+    vec = vec_steps / (time.perf_counter() - start)
+    env, steps, start = ReachEnv(**env_kwargs), 0, time.perf_counter()
+    for e in range(max(episodes // 5, 2)):
+        obs, _ = env.reset(seed=TEST_SEED_START + e)
+        policy.reset()
+        while True:
+            obs, _, terminated, truncated, _ = env.step(policy.predict_action(obs))
+            steps += 1
+            if terminated or truncated:
+                break
+    single = steps / (time.perf_counter() - start)
+    return dict(
+        rollout_speedup=vec / single,
+        rollout_steps_per_s_vectorised=vec,
+        rollout_steps_per_s_single=single,
+    )
+
+
+def latency(policy, env_kwargs: dict, samples: int) -> dict:
+    """Percentiles of `predict_action` on one observation, after 10 untimed calls."""
+    env = ReachEnv(**env_kwargs)
+    obs, _ = env.reset(seed=TEST_SEED_START)
+    times = []
+    for i in range(samples + 10):
+        start = time.perf_counter()
+        policy.predict_action(obs)
+        if i >= 10:
+            times.append(time.perf_counter() - start)
+    return dict(
+        latency_ms_p50=1e3 * float(np.percentile(times, 50)),
+        latency_ms_p99=1e3 * float(np.percentile(times, 99)),
+    )
+
+
+def collect_speed(env_kwargs: dict, root: Path, episodes: int) -> dict:
+    start = time.perf_counter()
+    path = collect(env_kwargs, root / "bench-collect", episodes, progress=False)
+    seconds = time.perf_counter() - start
+    steps = json.loads((path / "meta.json").read_text())["num_steps"]
+    return dict(collect_steps_per_s=steps / seconds, collect_episodes_per_s=episodes / seconds)

@@ -1,0 +1,147 @@
+"""benchmark(cfg): every measurement repeated `bench.repeats` times with the compared sides
+interleaved, so a slow moment of the machine hits both; medians are reported with their
+spread (min, max over the repeats) under "spread"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from vla.benchmark.inference import attention_speed, collect_speed, latency, rollout_speed
+from vla.benchmark.training import lightning_loop, matmul_peak, torch_loop
+from vla.config import instantiate
+from vla.envs.config import env_kwargs_of
+from vla.runtime import configure_torch
+
+
+def build(cfg: DictConfig, image_size: int | None = None):
+    """(policy, datamodule) for the benchmark's model and data config."""
+    cfg = cfg.copy()
+    if image_size is not None:
+        cfg.env.image_size = image_size
+    policy = instantiate(cfg.model.policy)
+    dm = instantiate(cfg.data, env=env_kwargs_of(cfg.env), tokenize=policy.tokenizer.encode)
+    dm.prepare_data()
+    dm.setup("fit")
+    policy.set_normalization(**dm.statistics())
+    return policy, dm
+
+
+def medians(rounds: list[dict]) -> tuple[dict, dict]:
+    """({key: median over rounds}, {key: [min, max]}) of a list of equally keyed dicts."""
+    values = {k: [float(r[k]) for r in rounds] for k in rounds[0]}
+    return (
+        {k: float(np.median(v)) for k, v in values.items()},
+        {k: [min(v), max(v)] for k, v in values.items()},
+    )
+
+
+def training_rounds(cfg: DictConfig, policy, dm) -> list[dict]:
+    """Per repeat: the matmul peak, the plain loop and the Lightning loop, back to back."""
+    b, train_flops = cfg.bench, 3 * policy.flops_per_sample()
+    rounds = []
+    for _ in range(b.repeats):
+        peak = matmul_peak()
+        plain = torch_loop(cfg, policy, dm, b.steps, b.warmup)
+        light = lightning_loop(cfg, policy, dm, b.steps, b.warmup)
+        rounds.append(
+            dict(
+                lightning_vs_torch=light["samples_per_s"] / plain["samples_per_s"],
+                samples_per_s_lightning=light["samples_per_s"],
+                samples_per_s_torch=plain["samples_per_s"],
+                mfu=train_flops * light["samples_per_s"] / peak,
+                matmul_peak_gflops=peak / 1e9,
+                data_wait_fraction=light["data_wait_fraction"],
+                data_wait_fraction_torch=plain["data_wait_fraction"],
+            )
+        )
+    return rounds
+
+
+def scaling(cfg: DictConfig, sizes, steps: int, warmup: int) -> list[dict]:
+    """Training cost per sample as the image (so the token count) grows."""
+    rows = []
+    for size in sizes:
+        policy, dm = build(cfg, image_size=size)
+        speed = torch_loop(cfg, policy, dm, steps, warmup)["samples_per_s"]
+        T = policy.num_tokens()
+        attn_scores = 2 * 2 * T * T * policy.d_model * policy.encoder.depth  # QK^T, AV per sample
+        rows.append(
+            dict(
+                image_size=size,
+                tokens=T,
+                us_per_sample=1e6 / speed,
+                gflop_per_sample=3 * policy.flops_per_sample() / 1e9,
+                attention_score_share=attn_scores / policy.flops_per_sample(),
+            )
+        )
+    return rows
+
+
+def benchmark(cfg: DictConfig) -> dict:
+    configure_torch(cfg.get("threads"))
+    b = cfg.bench
+    if b.repeats < 1 or b.steps < 1:
+        raise ValueError(f"bench.repeats={b.repeats} and bench.steps={b.steps} must be >= 1")
+    out_dir = Path(cfg.paths.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    env_kwargs = env_kwargs_of(cfg.env)
+    policy, dm = build(cfg)
+    results = {
+        "config": OmegaConf.to_container(cfg.model, resolve=True)["policy"]["_target_"],
+        "num_parameters": sum(p.numel() for p in policy.parameters()),
+        "tokens": policy.num_tokens(),
+        "batch_size": dm.batch_size,
+        "repeats": b.repeats,
+        "train_gflop_per_sample": 3 * policy.flops_per_sample() / 1e9,
+    }
+    rounds = training_rounds(cfg, policy, dm)
+    for r in rounds:  # each of these compares two sides inside one call
+        r |= attention_speed(policy, dm.batch_size)
+        r |= rollout_speed(policy, env_kwargs, b.rollout_episodes, b.num_envs)
+    middle, spread = medians(rounds)
+    results |= middle | {"spread": spread}
+    results |= latency(policy, env_kwargs, b.latency_samples)
+    results |= collect_speed(env_kwargs, out_dir, b.collect_episodes)
+    results["scaling"] = scaling(cfg, list(b.scaling_sizes), b.scaling_steps, b.warmup)
+    (out_dir / "benchmark.json").write_text(json.dumps(results, indent=2))
+    print(format_results(results))
+    print(f"written to {out_dir / 'benchmark.json'}")
+    return results
+
+
+def format_results(r: dict) -> str:
+    goals = {
+        "lightning_vs_torch": ">= 0.9",
+        "mfu": ">= 0.5",
+        "data_wait_fraction": "<= 0.05",
+        "rollout_speedup": ">= 5",
+        "latency_ms_p50": "<= 5",
+        "sdpa_vs_naive": "",
+        "latency_ms_p99": "",
+        "collect_steps_per_s": "",
+        "samples_per_s_lightning": "",
+        "samples_per_s_torch": "",
+        "matmul_peak_gflops": "",
+    }
+    lines = [f"{'metric':<24} {'value':>12}  {'min .. max over ' + str(r['repeats']):<26} goal"]
+    for k, goal in goals.items():
+        low, high = r["spread"].get(k, (None, None))
+        spread = f"{low:.3f} .. {high:.3f}" if low is not None else ""
+        lines.append(f"{k:<24} {r[k]:>12.3f}  {spread:<26} {goal}")
+    lines += [
+        "",
+        f"{'image':>6} {'tokens':>7} {'us/sample':>10} {'GFLOP/sample':>13} "
+        f"{'attn-score share':>17}",
+    ]
+    lines += [
+        f"{s['image_size']:>6} {s['tokens']:>7} {s['us_per_sample']:>10.0f} "
+        f"{s['gflop_per_sample']:>13.3f} {s['attention_score_share']:>17.1%}"
+        for s in r["scaling"]
+    ]
+    return "\n".join(lines)
