@@ -22,9 +22,11 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
     env = ReachEnv(**env_kwargs)
     expert = ScriptedExpert(noise_std=noise_std)
     images, states, actions, lengths, pairs, texts, successes = [], [], [], [], [], [], []
+    targets = []
     for seed in seeds:
         obs, info = env.reset(seed=seed)
         texts.append(obs[INSTRUCTION])
+        targets.append(env.target_position.astype(np.float32))
         rng = np.random.default_rng([seed, 1])  # the expert's noise, also fixed by the seed
         steps = 0
         while True:
@@ -45,6 +47,7 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
         action=np.stack(actions),
         lengths=lengths,
         pairs=pairs,
+        targets=targets,
         instructions=texts,
         successes=successes,
     )
@@ -98,6 +101,7 @@ def collect(
         "episode": np.repeat(np.arange(num_episodes, dtype=np.int32), lengths),
         "episode_start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
         "target_pair": np.array([q for p in parts for q in p["pairs"]], dtype=np.int32),
+        "target_position": np.stack([t for p in parts for t in p["targets"]]),
     }
     instructions = [t for p in parts for t in p["instructions"]]
     success_rate = float(np.mean([s for p in parts for s in p["successes"]]))

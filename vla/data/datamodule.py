@@ -17,7 +17,7 @@ from einops import rearrange
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
-from vla.keys import ACTION, IMAGE, STATE, TOKENS
+from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
 
 
 class TensorBatches:
@@ -93,6 +93,7 @@ class TensorBatches:
                 STATE: self.tensors[STATE][b],
                 ACTION: self.tensors[ACTION][b],
                 TOKENS: self.tensors[TOKENS][self.tensors["episode"][b]],
+                TARGET: self.tensors[TARGET][b],
             }
 
 
@@ -196,6 +197,10 @@ class ReachDataModule(L.LightningDataModule):
             TOKENS: self.tokenize(d.instructions),
             "episode": torch.from_numpy(np.array(d.episode, dtype=np.int64)),
         }
+        # per step, for the optional auxiliary loss: [E,2] -> [N,2]
+        self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))[
+            self.tensors["episode"]
+        ]
         first_val_step = (
             int(d.episode_start[d.num_episodes - self.val_episodes])
             if (self.val_episodes)

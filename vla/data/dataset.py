@@ -14,6 +14,8 @@ Layout (one memory-mappable `.npy` per field; N steps, E episodes):
     episode.npy         int32   [N]       episode index of each step
     episode_start.npy   int64   [E]       first step of each episode
     target_pair.npy     int32   [E]       instructed (colour, shape) pair, index into PAIRS
+    target_position.npy float32 [E,2]     where the instructed target is (arena units);
+                                          privileged, for optional auxiliary losses only
     instructions.json   [E] strings
     meta.json           counts, expert success rate, env config, seeds, format version, shapes
 """
@@ -29,8 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 1
-ARRAYS = ("image", "state", "action", "episode", "episode_start", "target_pair")
+FORMAT_VERSION = 2
+ARRAYS = (
+    "image", "state", "action", "episode", "episode_start", "target_pair", "target_position",
+)  # fmt: skip
 
 
 class DatasetError(RuntimeError):
@@ -42,7 +46,7 @@ class Demos:
     """A demonstration set. Arrays are memory-mapped unless loaded with `mmap=False`.
 
     image [N,H,W,3] uint8, state [N,4], action [N,2], episode [N] (episode of each step),
-    episode_start [E], target_pair [E], instructions: E strings.
+    episode_start [E], target_pair [E], target_position [E,2], instructions: E strings.
     """
 
     path: Path
@@ -53,6 +57,7 @@ class Demos:
     episode: np.ndarray
     episode_start: np.ndarray
     target_pair: np.ndarray
+    target_position: np.ndarray
     instructions: list[str]
 
     @property
@@ -148,7 +153,7 @@ def load_demos(path, mmap: bool = True) -> Demos:
         problems.append(f"{len(arrays['image'])} frames but num_steps={n}")
     if any(len(arrays[k]) != n for k in ("state", "action", "episode")):
         problems.append("per-step arrays have different lengths")
-    if len(arrays["episode_start"]) != e or len(arrays["target_pair"]) != e:
+    if any(len(arrays[k]) != e for k in ("episode_start", "target_pair", "target_position")):
         problems.append(f"per-episode arrays do not have num_episodes={e} entries")
     if len(instructions) != e:
         problems.append(f"{len(instructions)} instructions but num_episodes={e}")

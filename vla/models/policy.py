@@ -52,6 +52,10 @@ class VLAPolicy(nn.Module):
         film: optional FiLM conditioning of the patches on the instruction (None: off).
         keypoints: optional spatial-softmax keypoint tokens, placed after the patches
             (None: off).
+        target_keypoint_weight: weight of an auxiliary loss that pulls keypoint 0 onto the
+            named target (needs `keypoints` and batches with TARGET; 0: off). Privileged
+            supervision for training only: at rollout the policy still sees only image,
+            instruction and state.
     """
 
     def __init__(
@@ -68,8 +72,15 @@ class VLAPolicy(nn.Module):
         d_model: int,
         film: FiLM | None = None,
         keypoints: KeypointEncoder | None = None,
+        target_keypoint_weight: float = 0.0,
     ):
         super().__init__()
+        if target_keypoint_weight < 0 or (target_keypoint_weight > 0 and keypoints is None):
+            raise ValueError(
+                f"target_keypoint_weight={target_keypoint_weight} must be >= 0, and > 0 only "
+                "with keypoints (model.keypoints > 0)"
+            )
+        self.target_keypoint_weight = target_keypoint_weight
         parts = {
             "image_encoder": image_encoder,
             "text_encoder": text_encoder,
@@ -148,7 +159,12 @@ class VLAPolicy(nn.Module):
         return max(s.stop for s in self.token_layout().values())
 
     def encode(
-        self, image: Tensor, state: Tensor, tokens: Tensor, need_weights: bool = False
+        self,
+        image: Tensor,
+        state: Tensor,
+        tokens: Tensor,
+        need_weights: bool = False,
+        extras: dict | None = None,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """Readout features for a batch.
 
@@ -158,6 +174,7 @@ class VLAPolicy(nn.Module):
             tokens: int64 ids [B,L], PAD-padded.
             need_weights: also return the attention weights (encoder layers [B,H,T,T], then for
                 a "cross" readout its weights [B,H,R,T]).
+            extras: if given, receives intermediate results: "keypoints_xy" [B,K,2].
 
         Returns:
             features [B,R,D] (and the list of weights when asked).
@@ -175,7 +192,10 @@ class VLAPolicy(nn.Module):
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
         seq, masks = [patches + te["image"]], [visible.expand(B, patches.shape[1])]
         if self.keypoints is not None:
-            points = self.keypoints(image, instruction)  # [B,H,W,3] -> [B,K,D]
+            xy, _ = self.keypoints.keypoints(image, instruction)  # [B,H,W,3] -> [B,K,2]
+            points = self.keypoints.embed(xy)  # [B,K,2] -> [B,K,D]
+            if extras is not None:
+                extras["keypoints_xy"] = xy
             seq.append(points + te["keypoints"])
             masks.append(visible.expand(B, points.shape[1]))
         seq += [words + te["text"], state_tok + te["state"]]
@@ -201,12 +221,26 @@ class VLAPolicy(nn.Module):
             "action_mse" (the predicted action vs the target, in env units).
         """
         action = batch[keys.ACTION]  # [B,A]
-        features = self.encode(batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS])
+        extras = {}
+        features = self.encode(
+            batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS], extras=extras
+        )
         target = self.normalizer.normalize_action(action)  # env units -> [-1,1]
         loss, head_logs, pred = self.head.loss_and_prediction(features, target)
+        if self.target_keypoint_weight > 0:
+            aux = self.target_keypoint_loss(extras["keypoints_xy"], batch[keys.TARGET])
+            loss = loss + self.target_keypoint_weight * aux
+            head_logs = head_logs | {"target_keypoint_mse": aux.detach()}
         with torch.no_grad():
             mse = (self.normalizer.unnormalize_action(pred) - action).square().mean()
         return loss, {"loss": loss.detach(), **head_logs, "action_mse": mse}
+
+    @staticmethod
+    def target_keypoint_loss(keypoints_xy: Tensor, target: Tensor) -> Tensor:
+        """Squared distance of keypoint 0 [B,K,2] (image coordinates in [-1,1]) from the named
+        target [B,2] (arena units in [0,1]^2, which map onto the image as x -> columns,
+        y -> rows, so the conversion is 2 * target - 1)."""
+        return (keypoints_xy[:, 0] - (2 * target - 1)).square().sum(-1).mean()
 
     def predict_action_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
         """Batched actions in env units, clipped to [-1,1]: [B,A] (eval mode, no autograd)."""
