@@ -181,15 +181,21 @@ def test_attention_maps(make_policy, make_batch, readout):
         "model.head=discrete",
         "model.readout=cross",
         "model.head=autoregressive",
+        "model.head=flow",
+        "model.chunk_size=4",
     ],
 )
 def test_flops_match_a_counted_forward(make_policy, make_batch, override):
     policy = make_policy("tiny", override, "model.attn_impl=naive").eval()
     batch = make_batch(policy, batch_size=2)
-    target = policy.normalizer.normalize_action(batch[keys.ACTION])
+    target = policy.normalizer.normalize_action(batch[keys.ACTION])[:, None]  # [B,1,A]
+    target = target.expand(-1, policy.chunk_size, -1)  # [B,K,A]
     with FlopCounterMode(display=False) as counter:
         features = policy.encode(batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS])
-        policy.head.loss(features, target) if override != "model.head=autoregressive" else None
+        if override == "model.head=flow":  # one denoiser pass, as a training step runs
+            policy.head.velocity(target, torch.ones(2), features)
+        elif override != "model.head=autoregressive":
+            policy.head.loss(features, target)
     enc = policy.image_encoder  # coordinate embedding: once per batch, not per sample
     per_batch = 2 * enc.num_patches * enc.patch_size**2 * 2 * enc.d_model
     counted = (counter.get_total_flops() - per_batch) / 2
