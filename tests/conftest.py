@@ -58,6 +58,12 @@ def tiny_ckpt(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def chunked_ckpt(tmp_path_factory):
-    """The same with the flow head predicting chunks of 4 actions, executing 2 per query."""
-    overrides = ["model.head=flow", "model.chunk_size=4", "model.n_action_steps=2"]
+    """The same with the flow head predicting chunks of 4 actions, executing 2 per query
+    (episodes of at most 10 steps keep its rollouts short)."""
+    overrides = [
+        "model.head=flow",
+        "model.chunk_size=4",
+        "model.n_action_steps=2",
+        "env.max_episode_steps=10",
+    ]
     return _fast_checkpoint(tmp_path_factory.mktemp("chunked"), overrides)
