@@ -6,7 +6,8 @@
     flow            flow matching over the chunk (pi0 / SmolVLA), sampled from noise
 
 All share `loss_and_prediction(features, target_norm, is_pad)` and `predict(features)`;
-K = `chunk_size` (1: one action per observation).
+K = `chunk_size` (1: one action per observation). Besides the package's axis legend, shape
+comments and einops patterns here use k for the steps of a chunk.
 """
 
 from __future__ import annotations
