@@ -29,12 +29,10 @@ def fast_overrides(tmp_path):
     ]
 
 
-@pytest.fixture(scope="session")
-def tiny_ckpt(tmp_path_factory):
-    """last.ckpt of a seconds-long tiny training run, shared by tests that only read it."""
+def _fast_checkpoint(tmp, overrides=()):
+    """last.ckpt of a seconds-long tiny training run in `tmp`."""
     from vla.training.train import train
 
-    tmp = tmp_path_factory.mktemp("tiny")
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose(
             "train",
@@ -45,7 +43,27 @@ def tiny_ckpt(tmp_path_factory):
                 "~logger",
                 f"paths.output_dir={tmp}/run",
                 f"data.dir={tmp}/data",
+                *overrides,
             ],
         )
     train(cfg)
     return tmp / "run" / "checkpoints" / "last.ckpt"
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory):
+    """last.ckpt of a seconds-long tiny training run, shared by tests that only read it."""
+    return _fast_checkpoint(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def chunked_ckpt(tmp_path_factory):
+    """The same with the flow head predicting chunks of 4 actions, executing 2 per query
+    (episodes of at most 10 steps keep its rollouts short)."""
+    overrides = [
+        "model.head=flow",
+        "model.chunk_size=4",
+        "model.n_action_steps=2",
+        "env.max_episode_steps=10",
+    ]
+    return _fast_checkpoint(tmp_path_factory.mktemp("chunked"), overrides)

@@ -49,10 +49,10 @@ def test_ablation_really_replaces_the_input(policy_env):
 def test_rollout_feeds_the_ablated_inputs_to_the_policy(policy_env, monkeypatch):
     policy, env = policy_env
     seen = []
-    original = policy.predict_action_tensors
+    original = policy.predict_chunk_tensors
     monkeypatch.setattr(
         policy,
-        "predict_action_tensors",
+        "predict_chunk_tensors",
         lambda i, s, t: seen.append((i.clone(), t.clone())) or original(i, s, t),
     )
     rollout(policy, env, 2, TEST_SEED_START, num_envs=2, ablate=["image", "language"])

@@ -55,7 +55,7 @@ def test_command_line_overrides(make_policy, make_batch, override, check):
     [
         (["model.d_model=100", "model.n_heads=3"], 32, "d_model=100 is not divisible by n_heads=3"),
         ([], 60, "image_size=60 is not divisible by patch_size=8"),
-        (["model.head=foo"], 32, "unknown head 'foo' (expected one of: continuous, discrete, autoregressive)"),
+        (["model.head=foo"], 32, "unknown head 'foo' (expected one of: continuous, discrete, autoregressive, flow)"),
         (["model.readout=both"], 32, "unknown readout 'both'"),
         (["model.pos_emb=sinusoidal", "model.d_model=66", "model.n_heads=3"], 32, "dim % 4 == 0"),
     ],

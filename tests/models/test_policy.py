@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from einops import rearrange
 from torch.utils.flop_counter import FlopCounterMode
 
 import vla  # noqa: F401  (registers vla/Reach-v0)
@@ -181,20 +182,25 @@ def test_attention_maps(make_policy, make_batch, readout):
         "model.head=discrete",
         "model.readout=cross",
         "model.head=autoregressive",
+        "model.head=flow",
+        "model.chunk_size=4",
     ],
 )
 def test_flops_match_a_counted_forward(make_policy, make_batch, override):
     policy = make_policy("tiny", override, "model.attn_impl=naive").eval()
     batch = make_batch(policy, batch_size=2)
-    target = policy.normalizer.normalize_action(batch[keys.ACTION])
+    target = policy.normalizer.normalize_action(batch[keys.ACTION])[:, None]  # [B,1,A]
+    target = target.expand(-1, policy.chunk_size, -1)  # [B,K,A]
     with FlopCounterMode(display=False) as encoder_counter:
         features = policy.encode(batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS])
     with FlopCounterMode(display=False) as head_counter:
         if override == "model.head=autoregressive":
-            # what training runs: one teacher-forced pass over the A action positions (its
+            # what training runs: one teacher-forced pass over the K*A action tokens (its
             # loss also decodes greedily for a metric, which the FLOP estimate leaves out)
-            bins = policy.head.encode(target)  # [B,A]
+            bins = rearrange(policy.head.encode(target), "b k a -> b (k a)")  # time-major
             policy.head(features, bins[:, :-1])
+        elif override == "model.head=flow":  # one denoiser pass, as a training step runs
+            policy.head.velocity(target, torch.ones(2), features)
         else:
             policy.head.loss(features, target)
     enc = policy.image_encoder  # coordinate embedding: once per batch, not per sample

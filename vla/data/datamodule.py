@@ -14,10 +14,11 @@ import numpy as np
 import torch
 from einops import rearrange
 
+from vla.data.chunks import chunk_indices
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
-from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
+from vla.keys import ACTION, ACTION_IS_PAD, IMAGE, STATE, TARGET, TOKENS
 
 
 class TensorBatches:
@@ -33,6 +34,9 @@ class TensorBatches:
             (the remainder that does not fill a global batch is dropped).
         epoch_fn: the current epoch (e.g. the trainer's), so a resumed run reshuffles as the
             original would; by default the iterable counts its own epochs.
+        chunk_size: K. With K > 1 a batch's ACTION is [B,K,A], each step's action and the K-1
+            after it in its episode, and ACTION_IS_PAD [B,K] marks steps past the episode's end
+            (see `vla.data.chunks`); with K = 1 ACTION stays [B,A].
     """
 
     def __init__(
@@ -47,6 +51,7 @@ class TensorBatches:
         rank: int = 0,
         world_size: int = 1,
         epoch_fn: Callable[[], int] | None = None,
+        chunk_size: int = 1,
     ):
         self.tensors = tensors
         self.indices = indices
@@ -58,6 +63,8 @@ class TensorBatches:
         self.rank, self.world_size = rank, world_size
         self.epoch_fn = epoch_fn
         self._epochs_seen = 0
+        self.chunk_size = chunk_size
+        self.chunk_index, self.chunk_is_pad = chunk_indices(tensors["episode"], chunk_size)
 
     def _my_indices(self, epoch: int) -> torch.Tensor:
         idx = self.indices
@@ -88,13 +95,17 @@ class TensorBatches:
             image = self.tensors[IMAGE][b]  # [B,H,W,3]
             if self.shift:
                 image = random_shift(image, self.shift, g)
-            yield {
+            batch = {
                 IMAGE: image,
                 STATE: self.tensors[STATE][b],
                 ACTION: self.tensors[ACTION][b],
                 TOKENS: self.tensors[TOKENS][self.tensors["episode"][b]],
                 TARGET: self.tensors[TARGET][b],
             }
+            if self.chunk_size > 1:
+                batch[ACTION] = self.tensors[ACTION][self.chunk_index[b]]  # [B,K] -> [B,K,A]
+                batch[ACTION_IS_PAD] = self.chunk_is_pad[b]  # [B,K]
+            yield batch
 
 
 def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
@@ -125,6 +136,7 @@ class ReachDataModule(L.LightningDataModule):
         shift: random-shift augmentation in pixels for training batches.
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
+        chunk_size: actions per training target (the policy's `model.chunk_size`).
     """
 
     def __init__(
@@ -140,6 +152,7 @@ class ReachDataModule(L.LightningDataModule):
         shift: int = 0,
         tokenize: Callable[[list[str]], torch.Tensor] | None = None,
         shuffle_seed: int = 0,
+        chunk_size: int = 1,
     ):
         super().__init__()
         for name, value, low in [
@@ -147,6 +160,7 @@ class ReachDataModule(L.LightningDataModule):
             ("num_episodes", num_episodes, 1),
             ("val_episodes", val_episodes, 0),
             ("shift", shift, 0),
+            ("chunk_size", chunk_size, 1),
         ]:
             if value < low:
                 raise ValueError(f"data.{name}={value} must be >= {low}")
@@ -161,6 +175,7 @@ class ReachDataModule(L.LightningDataModule):
         self.batch_size, self.val_episodes, self.shift = batch_size, val_episodes, shift
         self.tokenize = tokenize
         self.shuffle_seed = shuffle_seed
+        self.chunk_size = chunk_size
         self.demos: Demos | None = None
         self.tensors: dict[str, torch.Tensor] | None = None
 
@@ -240,10 +255,17 @@ class ReachDataModule(L.LightningDataModule):
             rank=rank,
             world_size=world,
             epoch_fn=epoch_fn,
+            chunk_size=self.chunk_size,
         )
 
     def val_dataloader(self) -> TensorBatches:
         rank, world = self._rank()
         return TensorBatches(
-            self.tensors, self.val_indices, 256, shuffle=False, rank=rank, world_size=world
+            self.tensors,
+            self.val_indices,
+            256,
+            shuffle=False,
+            rank=rank,
+            world_size=world,
+            chunk_size=self.chunk_size,
         )

@@ -46,6 +46,7 @@ def attention_figure(
     words: list[str],
     grid: int,
     instruction: str,
+    note: str = "",
 ) -> np.ndarray:
     """One picture for one observation.
 
@@ -55,6 +56,7 @@ def attention_figure(
         layout: where image patches and words are among the keys.
         words: the instruction's tokens (PAD excluded), aligned with the first text keys.
         grid: patches per image side.
+        note: appended to the title (e.g. which step's query this is).
     Returns:
         uint8 [rows * S + title, (1 + heads) * S + word panel, 3]: per layer, the head-mean
         heatmap, one heatmap per head, and a bar per word.
@@ -67,7 +69,7 @@ def attention_figure(
     draw = ImageDraw.Draw(canvas)
     draw.text(
         (4, 4),
-        f'"{instruction}"  columns: mean over heads, head 1..{H}, words',
+        f'"{instruction}"  {note + "  " if note else ""}columns: mean over heads, head 1..{H}, words',
         fill=(0, 0, 0),
         font=font,
     )
@@ -87,9 +89,12 @@ def attention_figure(
     return np.asarray(canvas)
 
 
-def episode_attention_figures(policy: VLAPolicy, obs: dict, frames: list[np.ndarray]):
+def episode_attention_figures(
+    policy: VLAPolicy, obs: dict, frames: list[np.ndarray], notes: list[str] | None = None
+):
     """Figures for a batch of observations: obs holds image [B,H,W,3], state [B,S] and
-    instruction (B strings); frames are the matching rendered frames. Returns B images."""
+    instruction (B strings); frames are the matching rendered frames, notes optional title
+    additions. Returns B images."""
     device = next(policy.parameters()).device
     tokens = policy.tokenizer.encode(list(obs[INSTRUCTION])).to(device)
     image = torch.as_tensor(obs[IMAGE], device=device)
@@ -100,5 +105,15 @@ def episode_attention_figures(policy: VLAPolicy, obs: dict, frames: list[np.ndar
     for b, frame in enumerate(frames):
         words = [w for w in policy.tokenizer.decode(tokens[b : b + 1])[0].split()]
         per_layer = [(name, w[b].float().cpu().numpy()) for name, w in rows]
-        figures.append(attention_figure(frame, per_layer, layout, words, grid, obs[INSTRUCTION][b]))
+        figures.append(
+            attention_figure(
+                frame,
+                per_layer,
+                layout,
+                words,
+                grid,
+                obs[INSTRUCTION][b],
+                notes[b] if notes else "",
+            )
+        )
     return figures

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
 from vla.envs.instructions import PAIRS
-from vla.eval.rollout import ABLATIONS, check_ablations, rollout
+from vla.eval.rollout import ABLATIONS, check_ablations, check_chunking, rollout
 from vla.eval.run_folder import resolve_ckpt_path
 from vla.eval.video import annotate, save_gif, save_mp4
 from vla.runtime import configure_torch
@@ -31,6 +31,8 @@ def evaluate(cfg: DictConfig) -> dict:
     policy, env_kwargs = load_policy(ckpt_path)
     env_kwargs.update(OmegaConf.to_container(cfg.env, resolve=True) or {})
     env_kwargs = split_env(env_kwargs, cfg.eval.get("split", "all"))
+    coeff = cfg.eval.get("temporal_ensemble_coeff")
+    n_action_steps = check_chunking(policy, cfg.eval.get("n_action_steps"), coeff)
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -49,6 +51,8 @@ def evaluate(cfg: DictConfig) -> dict:
             record=record,
             ablate=ablation,
             progress=True,
+            n_action_steps=n_action_steps,
+            temporal_ensemble_coeff=coeff,
         )
         results[name] = result
     first_name, first = next(iter(results.items()))
@@ -58,6 +62,9 @@ def evaluate(cfg: DictConfig) -> dict:
         "split": cfg.eval.get("split", "all"),
         "env": env_kwargs,
         "seed": seed,
+        "chunk_size": policy.chunk_size,
+        "n_action_steps": n_action_steps,
+        "temporal_ensemble_coeff": coeff,
     }
     if len(results) > 1:
         metrics["ablations"] = {k: r.metrics()["success_rate"] for k, r in results.items()}
@@ -98,6 +105,7 @@ def format_table(metrics: dict, results: dict) -> str:
         ("episodes", f"{metrics['num_episodes']}"),
         ("success rate", f"{metrics['success_rate']:.1%}"),
         ("mean steps", f"{metrics['mean_steps']:.1f}"),
+        ("mean queries", f"{metrics['mean_queries']:.1f}"),
     ]
     rows += [(f"  colour {k}", f"{v:.1%}") for k, v in metrics["success_by_colour"].items()]
     rows += [(f"  shape {k}", f"{v:.1%}") for k, v in metrics["success_by_shape"].items()]

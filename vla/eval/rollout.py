@@ -1,5 +1,6 @@
 """Closed-loop evaluation: many seeded episodes in a `gymnasium.vector` env, one batched
-policy call per step for all of them."""
+policy call per step for the envs that need a new action chunk (all of them when the policy
+predicts one action per query; see `vla.eval.chunking` for chunks)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from tqdm.auto import tqdm
 from vla.envs import render
 from vla.envs.instructions import PAIRS
 from vla.envs.reach import ReachEnv
+from vla.eval.chunking import make_executor
+from vla.keys import IMAGE, STATE
 from vla.models.policy import VLAPolicy
 
 ABLATIONS = ("language", "image", "state")
@@ -28,6 +31,7 @@ class Rollouts:
     seeds: np.ndarray  # [N]
     success: np.ndarray  # [N] bool
     steps: np.ndarray  # [N] steps until success or truncation
+    queries: np.ndarray  # [N] policy queries (predicted chunks) the episode used
     target_pair: np.ndarray  # [N] index into PAIRS
     instructions: list[str]
     frames: list[list[np.ndarray]] = field(default_factory=list)  # render frames per episode
@@ -42,6 +46,7 @@ class Rollouts:
             "success_rate": float(self.success.mean()),
             "num_episodes": len(self.success),
             "mean_steps": float(self.steps.mean()),
+            "mean_queries": float(self.queries.mean()),
             "mean_steps_success": float(self.steps[self.success].mean())
             if self.success.any()
             else None,
@@ -74,6 +79,29 @@ def ablate_inputs(policy: VLAPolicy, image, state, tokens, ablate: Sequence[str]
     return image, state, tokens
 
 
+def check_chunking(
+    policy: VLAPolicy, n_action_steps: int | None, temporal_ensemble_coeff: float | None
+) -> int:
+    """The n_action_steps a rollout executes; refuses settings that cannot mean anything."""
+    K = policy.chunk_size
+    if temporal_ensemble_coeff is not None:
+        if K == 1:
+            raise ValueError(
+                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} blends overlapping "
+                "chunks, but this policy predicts one action per query (model.chunk_size=1)"
+            )
+        if n_action_steps not in (None, 1):
+            raise ValueError(
+                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} queries the policy "
+                f"every step, so eval.n_action_steps={n_action_steps} must be 1 or unset"
+            )
+        return 1
+    n = policy.n_action_steps if n_action_steps is None else n_action_steps
+    if not 1 <= n <= K:
+        raise ValueError(f"eval.n_action_steps={n} must be between 1 and model.chunk_size={K}")
+    return n
+
+
 def rollout(
     policy: VLAPolicy,
     env_kwargs: dict,
@@ -83,22 +111,29 @@ def rollout(
     record: int = 0,
     ablate: Sequence[str] = (),
     progress: bool = False,
+    n_action_steps: int | None = None,
+    temporal_ensemble_coeff: float | None = None,
 ) -> Rollouts:
     """Runs `num_episodes` episodes with seeds `seed, seed+1, ...` in waves of `num_envs`.
 
     Args:
         record: number of episodes (the first ones) whose rendered frames are kept.
         ablate: modalities to replace with uninformative inputs (see `ablate_inputs`).
+        n_action_steps: actions executed per predicted chunk (None: the policy's own).
+        temporal_ensemble_coeff: query every step and blend the overlapping chunks with
+            weights exp(-m * i), oldest first (ACT); None executes chunks as they come.
     """
     if num_episodes < 1:
         raise ValueError(f"eval.num_episodes={num_episodes} must be >= 1")
     ablate = check_ablations(ablate)
+    n_action_steps = check_chunking(policy, n_action_steps, temporal_ensemble_coeff)
+    policy.reset()  # a sampling head starts its noise afresh: the same evaluation every time
     device = next(policy.parameters()).device
     was_training = policy.training
     policy.eval()
     make = functools.partial(ReachEnv, **{**env_kwargs, "render_mode": "rgb_array"})
     max_steps = make().max_episode_steps
-    out = dict(success=[], steps=[], target_pair=[], instructions=[])
+    out = dict(success=[], steps=[], queries=[], target_pair=[], instructions=[])
     frames: list[list[np.ndarray]] = []
     bar = tqdm(total=num_episodes, desc="rollouts", unit="ep", disable=not progress)
     for start in range(0, num_episodes, num_envs):
@@ -112,14 +147,22 @@ def rollout(
         done = np.zeros(n, dtype=bool)
         success = np.zeros(n, dtype=bool)
         steps = np.full(n, max_steps)
+        queries = np.zeros(n, dtype=np.int64)
+        executor = make_executor(
+            n, policy.chunk_size, policy.action_dim, n_action_steps, temporal_ensemble_coeff
+        )
         for t in range(max_steps):
             active = np.flatnonzero(~done)  # finished episodes need no more inference
-            image = torch.from_numpy(obs["image"][active]).to(device)
-            state = torch.from_numpy(obs["state"][active]).to(device)
-            action = np.zeros((n, policy.action_dim), dtype=np.float32)  # finished envs stand still
-            with torch.inference_mode():
-                inputs = ablate_inputs(policy, image, state, tokens[active], ablate)
-                action[active] = policy.predict_action_tensors(*inputs).float().cpu().numpy()
+            ask = active[executor.needs_query()[active]]  # envs whose queue ran out
+            if len(ask):
+                image = torch.from_numpy(obs[IMAGE][ask]).to(device)
+                state = torch.from_numpy(obs[STATE][ask]).to(device)
+                with torch.inference_mode():
+                    inputs = ablate_inputs(policy, image, state, tokens[ask], ablate)
+                    chunks = policy.predict_chunk_tensors(*inputs).float().cpu().numpy()
+                executor.add(ask, chunks)  # [len(ask),K,A]
+            action = np.zeros((n, policy.action_dim), dtype=np.float32)  # finished: stand still
+            action[active] = executor.act(active)
             obs, _, terminated, truncated, _ = envs.step(action)
             for i in range(keep):
                 if not done[i]:
@@ -127,15 +170,18 @@ def rollout(
             newly = ~done & (terminated | truncated)
             success[newly] = terminated[newly]
             steps[newly] = t + 1
+            queries[newly] = executor.queries[newly]
             done |= newly
             if done.all():
                 break
             ended = terminated | truncated
             if ended.any():  # vector envs refuse to step an ended env: restart it; its new
                 obs, _ = envs.reset(options={"reset_mask": ended})  # episode is never counted
+                executor.reset(ended)  # and nothing of the old episode's chunk carries over
         envs.close()
         out["success"].append(success)
         out["steps"].append(steps)
+        out["queries"].append(queries)
         out["target_pair"].append(np.asarray(info["target_pair"]))
         out["instructions"] += texts
         frames += wave_frames
@@ -146,6 +192,7 @@ def rollout(
         seeds=np.arange(seed, seed + num_episodes),
         success=np.concatenate(out["success"]),
         steps=np.concatenate(out["steps"]),
+        queries=np.concatenate(out["queries"]),
         target_pair=np.concatenate(out["target_pair"]),
         instructions=out["instructions"],
         frames=frames,

@@ -1,4 +1,8 @@
-"""visualize(cfg): PNGs of the readout's attention over patches and words, per layer."""
+"""visualize(cfg): PNGs of the readout's attention over patches and words, per layer.
+
+With action chunks the action executed at step t was predicted at the last query step q <= t,
+so the picture for step t shows that query's observation and attention (its caption says so).
+"""
 
 from __future__ import annotations
 
@@ -38,14 +42,18 @@ def visualize(cfg: DictConfig) -> list[Path]:
     written = []
     for e in range(n):
         obs, _ = env.reset(seed=seed + e)
+        policy.reset()
         for t in range(steps[-1] + 1):
+            if policy.queued_actions == 0:  # this step's action comes from a query on obs
+                query_step, query_obs, query_frame = t, obs, env.render()
             if t in steps:
                 batch = {
-                    IMAGE: obs[IMAGE][None],
-                    STATE: obs[STATE][None],
-                    INSTRUCTION: [obs[INSTRUCTION]],
+                    IMAGE: query_obs[IMAGE][None],
+                    STATE: query_obs[STATE][None],
+                    INSTRUCTION: [query_obs[INSTRUCTION]],
                 }
-                (figure,) = episode_attention_figures(policy, batch, [env.render()])
+                note = f"step {t}" + (f" (chunk of step {query_step})" if query_step != t else "")
+                (figure,) = episode_attention_figures(policy, batch, [query_frame], [note])
                 path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"
                 Image.fromarray(figure).save(path)
                 written.append(path)

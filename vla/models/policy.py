@@ -7,7 +7,10 @@
                                                                                      │
                      TransformerEncoder (PAD words masked as keys) ─> Readout ─> [B,R,D]
                                                                                      │
-                            head: loss vs normalised action / predict ─> unnormalise ─> [B,A]
+                 head: loss vs normalised action chunk / predict ─> unnormalise ─> [B,K,A]
+
+A chunk holds this step's action and the K-1 that follow it (K = `chunk_size`, ACT's action
+chunking); `predict_action` executes `n_action_steps` of each chunk before querying again.
 
 The parts arrive already built (Hydra `_target_` nodes), so each can be swapped from a config;
 the policy owns only what ties them together: the per-group type embeddings, the token layout,
@@ -25,6 +28,7 @@ from torch import Tensor, nn
 from vla import keys
 from vla.models.film import FiLM, masked_mean
 from vla.models.heads import ActionHead
+from vla.models.heads.base import mean_over_real_steps
 from vla.models.image_encoder import ImageEncoder
 from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
@@ -56,6 +60,8 @@ class VLAPolicy(nn.Module):
             named target (needs `keypoints` and batches with TARGET; 0: off). Privileged
             supervision for training only: at rollout the policy still sees only image,
             instruction and state.
+        n_action_steps: N, actions of each predicted chunk executed before the next query
+            (1 <= N <= head.chunk_size).
     """
 
     def __init__(
@@ -73,6 +79,7 @@ class VLAPolicy(nn.Module):
         film: FiLM | None = None,
         keypoints: KeypointEncoder | None = None,
         target_keypoint_weight: float = 0.0,
+        n_action_steps: int = 1,
     ):
         super().__init__()
         if target_keypoint_weight < 0 or (target_keypoint_weight > 0 and keypoints is None):
@@ -81,6 +88,13 @@ class VLAPolicy(nn.Module):
                 "with keypoints (model.keypoints > 0)"
             )
         self.target_keypoint_weight = target_keypoint_weight
+        if not 1 <= n_action_steps <= head.chunk_size:
+            raise ValueError(
+                f"n_action_steps={n_action_steps} must be between 1 and the head's "
+                f"chunk_size={head.chunk_size}"
+            )
+        self.n_action_steps = n_action_steps
+        self._queue: list[Tensor] = []  # predict_action's actions still to execute, [B,A] each
         parts = {
             "image_encoder": image_encoder,
             "text_encoder": text_encoder,
@@ -132,8 +146,19 @@ class VLAPolicy(nn.Module):
     def action_dim(self) -> int:
         return self.head.action_dim
 
+    @property
+    def chunk_size(self) -> int:
+        return self.head.chunk_size
+
+    @property
+    def queued_actions(self) -> int:
+        """Actions of the last chunk that `predict_action` has still to hand out."""
+        return len(self._queue)
+
     def reset(self) -> None:
-        """Start of an episode. The policy is memoryless, so there is nothing to clear."""
+        """Start of an episode: drop queued actions and restart the head's sampling noise."""
+        self._queue = []
+        self.head.reset()
 
     def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
         """Store the training set's statistics (array-likes of length S, S, A, A)."""
@@ -214,25 +239,36 @@ class VLAPolicy(nn.Module):
         return features, weights + ([cross] if cross is not None else [])
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Behavior-cloning loss on a batch (keys from `vla.keys`; action in env units).
+        """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units).
+
+        ACTION is [B,A] (one action per step, chunk_size 1) or [B,K,A] chunks, with
+        ACTION_IS_PAD [B,K] marking the steps past an episode's end, which the loss ignores.
 
         Returns:
             scalar loss and detached scalar logs: "loss", the head's own terms, and
-            "action_mse" (the predicted action vs the target, in env units).
+            "action_mse" (the predicted chunk vs the target's real steps, in env units).
         """
-        action = batch[keys.ACTION]  # [B,A]
+        action = batch[keys.ACTION]
+        chunk = action if action.dim() == 3 else action[:, None]  # [B,A] -> [B,1,A]
+        if chunk.shape[1] != self.chunk_size:
+            raise ValueError(
+                f"the batch holds chunks of {chunk.shape[1]} actions but the head predicts "
+                f"chunk_size={self.chunk_size} (data.chunk_size must equal model.chunk_size)"
+            )
+        is_pad = batch.get(keys.ACTION_IS_PAD)  # [B,K] or None (every step real)
         extras = {}
         features = self.encode(
             batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS], extras=extras
         )
-        target = self.normalizer.normalize_action(action)  # env units -> [-1,1]
-        loss, head_logs, pred = self.head.loss_and_prediction(features, target)
+        target = self.normalizer.normalize_action(chunk)  # env units -> [-1,1], [B,K,A]
+        loss, head_logs, pred = self.head.loss_and_prediction(features, target, is_pad)
         if self.target_keypoint_weight > 0:
             aux = self.target_keypoint_loss(extras["keypoints_xy"], batch[keys.TARGET])
             loss = loss + self.target_keypoint_weight * aux
             head_logs = head_logs | {"target_keypoint_mse": aux.detach()}
         with torch.no_grad():
-            mse = (self.normalizer.unnormalize_action(pred) - action).square().mean()
+            error = (self.normalizer.unnormalize_action(pred) - chunk).square()  # [B,K,A]
+            mse = mean_over_real_steps(error, is_pad)
         return loss, {"loss": loss.detach(), **head_logs, "action_mse": mse}
 
     @staticmethod
@@ -242,31 +278,47 @@ class VLAPolicy(nn.Module):
         y -> rows, so the conversion is 2 * target - 1)."""
         return (keypoints_xy[:, 0] - (2 * target - 1)).square().sum(-1).mean()
 
-    def predict_action_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
-        """Batched actions in env units, clipped to [-1,1]: [B,A] (eval mode, no autograd)."""
+    def predict_chunk_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
+        """Batched action chunks in env units, clipped to [-1,1]: [B,K,A] (eval mode, no
+        autograd). One query; it keeps no state (a sampling head advances its noise stream)."""
         was_training = self.training
         self.eval()
         try:
             with torch.inference_mode():
                 features = self.encode(image, state, tokens)  # [B,R,D]
-                action = self.normalizer.unnormalize_action(self.head.predict(features))
-                return action.clamp(-1.0, 1.0)  # [B,A]
+                chunk = self.normalizer.unnormalize_action(self.head.predict(features))
+                return chunk.clamp(-1.0, 1.0)  # [B,K,A]
         finally:
             self.train(was_training)
 
+    def predict_action_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
+        """The first action of each predicted chunk: [B,A] in env units (no queue)."""
+        return self.predict_chunk_tensors(image, state, tokens)[:, 0]  # [B,K,A] -> [B,A]
+
     def predict_action(self, obs: Mapping) -> np.ndarray:
-        """Action for raw env observations.
+        """Next action for raw env observations, ACT's `select_action`: a query predicts a
+        chunk, whose first `n_action_steps` actions are handed out one per call before the next
+        query. Call `reset()` at the start of every episode.
 
         Args:
             obs: {"image": uint8 [H,W,3] | [B,H,W,3], "state": [S] | [B,S],
-                  "instruction": str | list[str]} (numpy or torch).
+                  "instruction": str | list[str]} (numpy or torch); a batch is a set of
+                  episodes stepped together.
 
         Returns:
             float32 numpy actions in env units: [A] for one observation, [B,A] for a batch.
         """
         device = next(self.parameters()).device
         image, state, tokens, batched = prepare_observation(obs, self.tokenizer, device)
-        action = self.predict_action_tensors(image, state, tokens).cpu().numpy()  # [B,A]
+        if self._queue and self._queue[0].shape[0] != image.shape[0]:
+            raise ValueError(
+                f"{self._queue[0].shape[0]} episodes have queued actions but {image.shape[0]} "
+                "observations came: call reset() at the start of every episode"
+            )
+        if not self._queue:
+            chunk = self.predict_chunk_tensors(image, state, tokens).cpu()  # [B,K,A]
+            self._queue = list(chunk[:, : self.n_action_steps].unbind(dim=1))  # N x [B,A]
+        action = self._queue.pop(0).numpy()  # [B,A]
         return action.astype(np.float32) if batched else action[0].astype(np.float32)
 
     def attention_maps(

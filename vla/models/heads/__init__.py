@@ -1,10 +1,13 @@
-"""Action heads: readout features [B,R,D] -> normalised actions [B,A] in [-1,1].
+"""Action heads: readout features [B,R,D] -> normalised action chunks [B,K,A] in [-1,1].
 
-    continuous      regression (MSE / smooth L1)
-    discrete        per-dimension bins, cross-entropy (RT-2 / OpenVLA action tokens)
-    autoregressive  the same bins, decoded one dimension after another by a causal block
+    continuous      regression (MSE / smooth L1), K*A outputs
+    discrete        per-step, per-dimension bins, cross-entropy (RT-2 / OpenVLA action tokens)
+    autoregressive  the same bins, decoded token after token (time-major) by a causal block
+    flow            flow matching over the chunk (pi0 / SmolVLA), sampled from noise
 
-All share `loss(features, target_norm) -> (loss, logs)` and `predict(features) -> [B,A]`.
+All share `loss_and_prediction(features, target_norm, is_pad)` and `predict(features)`;
+K = `chunk_size` (1: one action per observation). Besides the package's axis legend, shape
+comments and einops patterns here use k for the steps of a chunk.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from vla.models.heads.autoregressive import AutoregressiveHead
 from vla.models.heads.base import ActionHead, actions_to_bins, bins_to_actions
 from vla.models.heads.continuous import ContinuousHead
 from vla.models.heads.discrete import DiscreteHead
+from vla.models.heads.flow import FlowHead
 
-HEADS = ("continuous", "discrete", "autoregressive")
+HEADS = ("continuous", "discrete", "autoregressive", "flow")
 
 
 def make_head(
@@ -29,25 +33,38 @@ def make_head(
     dropout: float = 0.0,
     attn_impl: str = "sdpa",
     loss: str = "mse",
+    chunk_size: int = 1,
+    flow_steps: int = 10,
 ) -> ActionHead:
     """Build the head named `kind`; arguments a kind does not use are ignored.
 
     Args:
-        kind: "continuous" | "discrete" | "autoregressive".
-        d_model, action_dim, num_readouts: see `ActionHead`.
+        kind: "continuous" | "discrete" | "autoregressive" | "flow".
+        d_model, action_dim, num_readouts, chunk_size: see `ActionHead`.
         num_bins: bins per action dimension (discrete, autoregressive).
-        hidden_dim: MLP width (continuous, discrete).
+        hidden_dim: MLP width (continuous, discrete, flow's denoiser).
         n_heads, mlp_ratio, dropout, attn_impl: of the causal block (autoregressive).
         loss: "mse" | "smooth_l1" (continuous).
+        flow_steps: Euler steps from noise to actions (flow).
     """
     if kind == "continuous":
-        return ContinuousHead(d_model, action_dim, num_readouts, hidden_dim, loss)
+        return ContinuousHead(d_model, action_dim, num_readouts, hidden_dim, loss, chunk_size)
     if kind == "discrete":
-        return DiscreteHead(d_model, action_dim, num_bins, num_readouts, hidden_dim)
+        return DiscreteHead(d_model, action_dim, num_bins, num_readouts, hidden_dim, chunk_size)
     if kind == "autoregressive":
         return AutoregressiveHead(
-            d_model, action_dim, num_bins, num_readouts, n_heads, mlp_ratio, dropout, attn_impl
+            d_model,
+            action_dim,
+            num_bins,
+            num_readouts,
+            n_heads,
+            mlp_ratio,
+            dropout,
+            attn_impl,
+            chunk_size=chunk_size,
         )
+    if kind == "flow":
+        return FlowHead(d_model, action_dim, num_readouts, chunk_size, flow_steps, hidden_dim)
     raise ValueError(f"unknown head {kind!r} (expected one of: {', '.join(HEADS)})")
 
 
@@ -57,6 +74,7 @@ __all__ = [
     "AutoregressiveHead",
     "ContinuousHead",
     "DiscreteHead",
+    "FlowHead",
     "actions_to_bins",
     "bins_to_actions",
     "make_head",
