@@ -9,10 +9,9 @@ from vla.models.heads import (
     ContinuousHead,
     DiscreteHead,
     FlowHead,
-    actions_to_bins,
-    bins_to_actions,
     make_head,
 )
+from vla.models.heads.base import actions_to_bins, bins_to_actions
 
 
 def test_bins_round_trip_within_half_a_bin():

@@ -10,6 +10,7 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     l   instruction words (L = the tokenizer's max_len)
     s   state dims (S = 4: effector x, y, vx, vy)
     r   readout (action-query) tokens
+    k   steps of an action chunk (K = chunk_size)
     a   action dims (A = 2)
     n   bins per action dim (N = num_bins)
 
@@ -21,8 +22,9 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     text_encoder    ids -> word tokens + PAD mask
     state_encoder   state -> one token
     film            instruction-conditioned scale and shift of the patch tokens
+    keypoints       spatial-softmax keypoint tokens (where learned detectors fire)
     readout         learned action queries (self- or cross-attention)
-    heads           continuous / discrete / autoregressive action heads
+    heads           continuous / discrete / autoregressive / flow action heads
     normalizer      state and action statistics as buffers
     policy          VLAPolicy, composing all of the above
 """
@@ -34,9 +36,11 @@ from vla.models.heads import (
     AutoregressiveHead,
     ContinuousHead,
     DiscreteHead,
+    FlowHead,
     make_head,
 )
 from vla.models.image_encoder import ImageEncoder
+from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
 from vla.models.policy import VLAPolicy
 from vla.models.positions import PositionEmbedding1D, PositionEmbedding2D
@@ -52,8 +56,10 @@ __all__ = [
     "ContinuousHead",
     "DiscreteHead",
     "EncoderBlock",
+    "FlowHead",
     "FiLM",
     "ImageEncoder",
+    "KeypointEncoder",
     "MultiHeadAttention",
     "Normalizer",
     "PositionEmbedding1D",

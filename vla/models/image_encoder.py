@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-from einops import rearrange
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
@@ -115,10 +114,6 @@ class ImageEncoder(nn.Module):
         if self.coord_features:
             x = x + self.coord_embed(self.coord_patches)  # + [1,Np,D], the same for every image
         return self.pos(x)
-
-    def patch_grid(self, tokens: Tensor) -> Tensor:
-        """Per-patch values [B,Np,...] back onto the grid [B,h,w,...] (for attention maps)."""
-        return rearrange(tokens, "b (h w) ... -> b h w ...", h=self.grid)
 
     def flops(self) -> int:
         """Forward FLOPs of the patch embedding for one image."""

@@ -13,7 +13,7 @@ comments and einops patterns here use k for the steps of a chunk.
 from __future__ import annotations
 
 from vla.models.heads.autoregressive import AutoregressiveHead
-from vla.models.heads.base import ActionHead, actions_to_bins, bins_to_actions
+from vla.models.heads.base import ActionHead
 from vla.models.heads.continuous import ContinuousHead
 from vla.models.heads.discrete import DiscreteHead
 from vla.models.heads.flow import FlowHead
@@ -75,7 +75,5 @@ __all__ = [
     "ContinuousHead",
     "DiscreteHead",
     "FlowHead",
-    "actions_to_bins",
-    "bins_to_actions",
     "make_head",
 ]
