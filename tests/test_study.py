@@ -25,7 +25,7 @@ def test_time_to_is_the_first_time_the_curve_reaches_the_threshold():
 
 
 def test_recipe_leaves_out_seed_and_output_settings():
-    a = recipe_of(["seed=3", "model.head=continuous", "hydra.run.dir=x", "threads=1"])
+    a = recipe_of(["seed=3", "model.head=continuous", "hydra.run.dir=x", "threads=1", "data.dir=d"])
     b = recipe_of(["model.head=continuous", "seed=4"])
     assert a == b == "model.head=continuous"
     assert recipe_of(["seed=1"]) == "(defaults)"

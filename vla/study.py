@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 THRESHOLDS = (0.90, 0.95, 0.98)
-IGNORED_OVERRIDES = ("seed", "hydra.", "paths.", "threads")
+IGNORED_OVERRIDES = ("seed", "hydra.", "paths.", "threads", "data.dir")
 
 
 @dataclass
