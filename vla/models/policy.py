@@ -85,7 +85,7 @@ class VLAPolicy(nn.Module):
         if target_keypoint_weight < 0 or (target_keypoint_weight > 0 and keypoints is None):
             raise ValueError(
                 f"target_keypoint_weight={target_keypoint_weight} must be >= 0, and > 0 only "
-                "with keypoints (model.keypoints > 0)"
+                "with keypoints: set model.keypoints > 0, or model.target_keypoint_weight=0"
             )
         self.target_keypoint_weight = target_keypoint_weight
         if not 1 <= n_action_steps <= head.chunk_size:
