@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from vla.checkpoint import load_policy, read_checkpoint
-from vla.data.seeds import EVAL_SEED_START
+from vla.data.seeds import TEST_SEED_START
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.eval.visualize import visualize
@@ -23,17 +23,17 @@ def test_checkpoint_round_trips_the_chunk_settings(chunked_ckpt):
 def test_rollout_queries_once_per_n_action_steps(chunked_ckpt):
     policy, env = load_policy(chunked_ckpt)
     env["max_episode_steps"] = 9  # odd: an episode that runs out ends in the middle of a chunk
-    result = rollout(policy, env, num_episodes=5, seed=EVAL_SEED_START, num_envs=3, record=1)
+    result = rollout(policy, env, num_episodes=5, seed=TEST_SEED_START, num_envs=3, record=1)
     assert (result.steps % 2 == 1).any()  # some episodes ended mid-chunk, in a vector env ...
     # ... and every episode made one query per 2 actions, its last one maybe used in part
     np.testing.assert_array_equal(result.queries, np.ceil(result.steps / 2))
     assert result.metrics()["mean_queries"] == pytest.approx(result.queries.mean())
     assert len(result.frames[0]) == result.steps[0] + 1  # frames still recorded every step
-    again = rollout(policy, env, num_episodes=5, seed=EVAL_SEED_START, num_envs=3)
+    again = rollout(policy, env, num_episodes=5, seed=TEST_SEED_START, num_envs=3)
     np.testing.assert_array_equal(again.steps, result.steps)  # seeded flow noise: reproducible
-    every = rollout(policy, env, 3, EVAL_SEED_START, num_envs=3, n_action_steps=1)
+    every = rollout(policy, env, 3, TEST_SEED_START, num_envs=3, n_action_steps=1)
     np.testing.assert_array_equal(every.queries, every.steps)
-    blended = rollout(policy, env, 3, EVAL_SEED_START, num_envs=3, temporal_ensemble_coeff=0.1)
+    blended = rollout(policy, env, 3, TEST_SEED_START, num_envs=3, temporal_ensemble_coeff=0.1)
     np.testing.assert_array_equal(blended.queries, blended.steps)
 
 
@@ -41,11 +41,11 @@ def test_rollout_refuses_chunk_settings_that_mean_nothing(chunked_ckpt, tiny_ckp
     chunked, env = load_policy(chunked_ckpt)
     single, _ = load_policy(tiny_ckpt)
     with pytest.raises(ValueError, match=r"model.chunk_size=1\)"):
-        rollout(single, env, 1, EVAL_SEED_START, temporal_ensemble_coeff=0.1)
+        rollout(single, env, 1, TEST_SEED_START, temporal_ensemble_coeff=0.1)
     with pytest.raises(ValueError, match="eval.n_action_steps=2 must be 1 or unset"):
-        rollout(chunked, env, 1, EVAL_SEED_START, n_action_steps=2, temporal_ensemble_coeff=0.1)
+        rollout(chunked, env, 1, TEST_SEED_START, n_action_steps=2, temporal_ensemble_coeff=0.1)
     with pytest.raises(ValueError, match="eval.n_action_steps=5 must be between 1 and model.chunk_size=4"):  # fmt: skip
-        rollout(chunked, env, 1, EVAL_SEED_START, n_action_steps=5)
+        rollout(chunked, env, 1, TEST_SEED_START, n_action_steps=5)
 
 
 def test_eval_with_temporal_ensembling(chunked_ckpt, compose_cfg, tmp_path):
