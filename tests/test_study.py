@@ -47,6 +47,7 @@ def test_group_rows_report_the_worst_and_the_median_seed():
     assert b["time_to_90%_median"] is None
     table = markdown(runs)
     assert "| `a` | 0, 1, 2 | 95.0% / 99.0% |" in table
+    assert "| `a` | 1 | 95.0% | 3.0 min (2) | 3.0 min (2) | never |" in table  # (the step)
 
 
 @pytest.mark.slow

@@ -37,13 +37,16 @@ class Run:
     final_success: float
     total_s: float
     time_to: dict[float, float | None] = field(default_factory=dict)
+    steps_to: dict[float, int | None] = field(default_factory=dict)
 
     def __post_init__(self):
         self.time_to = {t: time_to(self.seconds, self.success, t) for t in THRESHOLDS}
+        self.steps_to = {t: time_to(self.steps, self.success, t) for t in THRESHOLDS}
 
 
 def time_to(seconds: list[float], success: list[float], threshold: float) -> float | None:
-    """Seconds until the curve first reaches `threshold` (None if it never does)."""
+    """Seconds (or steps, given steps) until the curve first reaches `threshold` (None if it
+    never does)."""
     return next((s for s, v in zip(seconds, success, strict=True) if v >= threshold), None)
 
 
@@ -85,6 +88,11 @@ def find_runs(root: Path) -> list[Run]:
 
 def _fmt_time(seconds: float | None) -> str:
     return "never" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def _fmt_reached(run: Run, threshold: float) -> str:
+    seconds = run.time_to[threshold]
+    return "never" if seconds is None else f"{seconds / 60:.1f} min ({run.steps_to[threshold]})"
 
 
 def group_rows(runs: list[Run]) -> list[dict]:
@@ -132,14 +140,15 @@ def markdown(runs: list[Run]) -> str:
         )
     lines += [
         "",
-        "| recipe | seed | final success | " + " | ".join(f"time to {p}" for p in pct) + " | "
-        "wall time | run |",
+        "| recipe | seed | final success | "
+        + " | ".join(f"time (step) to {p}" for p in pct)
+        + " | wall time | run |",
         "|---" * (5 + len(pct)) + "|",
     ]
     for r in sorted(runs, key=lambda r: (r.recipe, r.seed if r.seed is not None else -1)):
         lines.append(
             f"| `{r.recipe}` | {r.seed} | {r.final_success:.1%} | "
-            + " | ".join(_fmt_time(r.time_to[t]) for t in THRESHOLDS)
+            + " | ".join(_fmt_reached(r, t) for t in THRESHOLDS)
             + f" | {_fmt_time(r.total_s)} | {r.path.name} |"
         )
     return "\n".join(lines) + "\n"
@@ -190,6 +199,7 @@ def summarize(root: str | Path, out_dir: str | Path | None = None) -> dict:
                 final_success=r.final_success,
                 total_s=r.total_s,
                 time_to={f"{t:.0%}": r.time_to[t] for t in THRESHOLDS},
+                steps_to={f"{t:.0%}": r.steps_to[t] for t in THRESHOLDS},
                 curve=dict(steps=r.steps, seconds=r.seconds, success=r.success),
             )
             for r in runs
