@@ -55,7 +55,7 @@ def test_console_shows_our_summary_and_no_library_noise(fast_run):
     _, out = fast_run
     console = out.stdout + out.stderr
     assert [n for n in NOISE if n in console] == []
-    assert "GFLOP per sample" in out.stdout and "26 tokens" in out.stdout
+    assert "GFLOP per sample" in out.stdout and "34 tokens" in out.stdout
     assert "smoke run" in out.stdout and "run directory:" in out.stdout
 
 

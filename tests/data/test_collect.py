@@ -23,7 +23,7 @@ def test_round_trip(tmp_path):
     assert demos.num_episodes == meta["num_episodes"] == 20
     assert demos.num_steps == meta["num_steps"] == len(demos.image)
     assert meta["success_rate"] >= 0.95 and meta["seeds"] == {"start": 5, "stop": 25}
-    assert meta["env"]["image_size"] == 32 and meta["format_version"] == 1
+    assert meta["env"]["image_size"] == 32 and meta["format_version"] == 2
     assert demos.image.dtype == np.uint8 and demos.image.shape[1:] == (32, 32, 3)
     assert demos.state.shape == (demos.num_steps, 4) and demos.action.shape == (demos.num_steps, 2)
     # episodes are contiguous and in order

@@ -38,6 +38,7 @@ def random_batch(policy: VLAPolicy, batch_size: int = 4, seed: int = 0) -> dict:
         keys.STATE: torch.rand(batch_size, 4, generator=g),
         keys.TOKENS: policy.tokenizer.encode([words[i % 3] for i in range(batch_size)]),
         keys.ACTION: torch.rand(batch_size, 2, generator=g) * 2 - 1,
+        keys.TARGET: torch.rand(batch_size, 2, generator=g),
     }
 
 

@@ -16,7 +16,6 @@ def test_a_spatial_softmax_keypoint_lands_on_the_pixel_its_detector_fires_on():
         enc.detect.bias.zero_()
         enc.detect.weight[0, 0, 1, 1] = 1.0  # hidden 0 = the red channel at the pixel itself
         enc.to_scores.weight.zero_()
-        enc.to_scores.bias.zero_()
         enc.to_scores.weight[0, 0] = 60.0  # keypoint 0 scores red pixels; keypoint 1 is flat
     image = torch.zeros(1, 48, 48, 3, dtype=torch.uint8)
     image[0, 10, 30] = torch.tensor([255, 0, 0])  # row 10, column 30

@@ -38,7 +38,7 @@ def test_config_composes_instantiates_and_runs(
         ("model.readout=cross", lambda p: p.readout.mode == "cross" and "readout" not in p.token_layout()),
         ("model.attn_impl=naive", lambda p: p.encoder.blocks[0].attn.attn_impl == "naive"),
         ("model.pos_emb=sinusoidal", lambda p: p.image_encoder.pos.kind == "sinusoidal"),
-        ("model.num_bins=32", lambda p: p.head(torch.zeros(1, p.head.num_readouts, p.d_model)).shape == (1, 2, 32)),
+        ("model.num_bins=32", lambda p: p.head(torch.zeros(1, p.head.num_readouts, p.d_model)).shape == (1, 1, 2, 32)),
         ("model.depth=1", lambda p: len(p.encoder.blocks) == 1),
     ],
 )  # fmt: skip

@@ -39,7 +39,12 @@ def test_extra_padding_does_not_change_the_action(make_policy, make_batch, reado
 def test_positions_make_the_readout_depend_on_patch_order(make_policy, make_batch, pos_emb):
     def readouts(kind):
         policy = make_policy(
-            "tiny", "model.coord_features=false", "model.film=false", f"model.pos_emb={kind}"
+            "tiny",
+            "model.coord_features=false",
+            "model.film=false",
+            "model.keypoints=0",  # keypoints see the image's layout, positions or not
+            "model.target_keypoint_weight=0",
+            f"model.pos_emb={kind}",
         )
         batch = make_batch(policy, batch_size=2)
         # rolling the image by one patch permutes the patch tokens and nothing else
@@ -64,9 +69,10 @@ def test_every_parameter_gets_a_gradient(make_policy, make_batch, head, readout)
 
 
 def _env_frames(n=32, image_size=32):
-    """n (observation, expert action) pairs from short expert episodes of the real env."""
+    """n (observation, expert action, target position) triples from short expert episodes
+    of the real env."""
     env = gym.make("vla/Reach-v0", image_size=image_size)
-    images, states, texts, actions = [], [], [], []
+    images, states, texts, actions, targets = [], [], [], [], []
     seed = 0
     while len(images) < n:
         obs, _ = env.reset(seed=seed)
@@ -77,15 +83,22 @@ def _env_frames(n=32, image_size=32):
             states.append(obs["state"])
             texts.append(obs["instruction"])
             actions.append(action)
+            targets.append(env.unwrapped.target_position.astype(np.float32))
             obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 break
     env.close()
-    return np.stack(images[:n]), np.stack(states[:n]), texts[:n], np.stack(actions[:n])
+    return (
+        np.stack(images[:n]),
+        np.stack(states[:n]),
+        texts[:n],
+        np.stack(actions[:n]),
+        np.stack(targets[:n]),
+    )
 
 
 def test_tiny_policy_overfits_real_env_frames(make_policy):
-    images, states, texts, actions = _env_frames()
+    images, states, texts, actions, targets = _env_frames()
     policy = make_policy("tiny")
     policy.set_normalization(states.mean(0), states.std(0), actions.min(0), actions.max(0))
     batch = {
@@ -93,6 +106,7 @@ def test_tiny_policy_overfits_real_env_frames(make_policy):
         keys.STATE: torch.from_numpy(states),
         keys.TOKENS: policy.tokenizer.encode(texts),
         keys.ACTION: torch.from_numpy(actions),
+        keys.TARGET: torch.from_numpy(targets),
     }
     opt = torch.optim.AdamW(policy.parameters(), lr=2e-3)
     policy.train()
@@ -102,7 +116,8 @@ def test_tiny_policy_overfits_real_env_frames(make_policy):
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert logs["loss"].item() < 0.01, logs
+    assert logs["ce"].item() < 0.01, logs  # the action head's own loss
+    assert logs["target_keypoint_mse"].item() < 0.1, logs  # keypoint 0 near the target
     assert logs["action_mse"].item() < 0.01 * first
     pred = policy.predict_action({"image": images, "state": states, "instruction": texts})
     assert np.abs(pred - actions).max() < 0.2
@@ -111,7 +126,7 @@ def test_tiny_policy_overfits_real_env_frames(make_policy):
 def test_predict_action_single_and_batched(make_policy):
     policy = make_policy("tiny")
     policy.train()
-    images, states, texts, _ = _env_frames(n=3)
+    images, states, texts, _, _ = _env_frames(n=3)
     one = policy.predict_action({"image": images[0], "state": states[0], "instruction": texts[0]})
     assert one.shape == (2,) and one.dtype == np.float32 and np.abs(one).max() <= 1
     many = policy.predict_action({"image": images, "state": states, "instruction": texts})
@@ -165,8 +180,9 @@ def test_attention_maps(make_policy, make_batch, readout):
         batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]
     )
     T = policy.num_tokens()
-    assert T == 16 + 8 + 1 + (1 if readout == "self" else 0)
-    assert layout["image"] == slice(0, 16) and layout["text"] == slice(16, 24)
+    assert T == 16 + 8 + 8 + 1 + (1 if readout == "self" else 0)  # patches, keypoints, words
+    assert layout["image"] == slice(0, 16) and layout["keypoints"] == slice(16, 24)
+    assert layout["text"] == slice(24, 32)
     assert len(weights) == 2 + (1 if readout == "cross" else 0)
     for w in weights:
         assert w.shape[:2] == (2, 4) and w.shape[-1] == layout["state"].stop + (readout == "self")

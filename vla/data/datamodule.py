@@ -26,7 +26,8 @@ class TensorBatches:
 
     Args:
         tensors: IMAGE uint8 [N,H,W,3], STATE [N,S], ACTION [N,A], TOKENS [E,L] (one row per
-            episode) and "episode" [N] (the episode of each step, to look up its tokens).
+            episode), "episode" [N] (the episode of each step, to look up its tokens) and,
+            optionally, TARGET [N,2] (where the named target is; batches carry it if present).
         indices: the steps this iterable covers.
         shuffle: reshuffle every epoch (seeded, so runs are reproducible).
         shift: random-shift augmentation in pixels (0 disables); edges are replicated.
@@ -100,8 +101,9 @@ class TensorBatches:
                 STATE: self.tensors[STATE][b],
                 ACTION: self.tensors[ACTION][b],
                 TOKENS: self.tensors[TOKENS][self.tensors["episode"][b]],
-                TARGET: self.tensors[TARGET][b],
             }
+            if TARGET in self.tensors:  # the named target's position, for auxiliary losses
+                batch[TARGET] = self.tensors[TARGET][b]  # [B,2]
             if self.chunk_size > 1:
                 batch[ACTION] = self.tensors[ACTION][self.chunk_index[b]]  # [B,K] -> [B,K,A]
                 batch[ACTION_IS_PAD] = self.chunk_is_pad[b]  # [B,K]

@@ -56,7 +56,8 @@ class KeypointEncoder(nn.Module):
         self.image_size, self.num_keypoints, self.d_model = image_size, num_keypoints, d_model
         self.hidden, self.film = hidden, film
         self.detect = nn.Conv2d(3, hidden, kernel_size=3, padding=1)  # [B,3,H,W] -> [B,C,H,W]
-        self.to_scores = nn.Conv2d(hidden, num_keypoints, kernel_size=1)  # -> [B,K,H,W]
+        # no bias: standardising each map over its pixels would cancel it
+        self.to_scores = nn.Conv2d(hidden, num_keypoints, kernel_size=1, bias=False)  # [B,K,H,W]
         if film:
             self.to_gamma_beta = nn.Linear(d_model, 2 * hidden)  # [B,D] -> [B,2C]
             nn.init.zeros_(self.to_gamma_beta.weight)

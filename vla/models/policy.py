@@ -263,6 +263,12 @@ class VLAPolicy(nn.Module):
         target = self.normalizer.normalize_action(chunk)  # env units -> [-1,1], [B,K,A]
         loss, head_logs, pred = self.head.loss_and_prediction(features, target, is_pad)
         if self.target_keypoint_weight > 0:
+            if keys.TARGET not in batch:
+                raise KeyError(
+                    f"model.target_keypoint_weight={self.target_keypoint_weight} needs the named "
+                    f"target's position in the batch ('{keys.TARGET}'); set it to 0 to train "
+                    "without the auxiliary loss"
+                )
             aux = self.target_keypoint_loss(extras["keypoints_xy"], batch[keys.TARGET])
             loss = loss + self.target_keypoint_weight * aux
             head_logs = head_logs | {"target_keypoint_mse": aux.detach()}
