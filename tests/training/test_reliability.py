@@ -81,6 +81,7 @@ def test_nonfinite_loss_stops_with_the_step_or_skips(tiny_ckpt):
         "state": torch.full((2, 4), float("nan")),  # NaN flows through to the loss
         "tokens": policy.tokenizer.encode(["go to the red circle"] * 2),
         "action": torch.zeros(2, 2),
+        "target": torch.full((2, 2), 0.5),
     }
     module = BCModule(policy, optimizer=torch.optim.AdamW)
     with pytest.raises(FloatingPointError, match="at step 0"):

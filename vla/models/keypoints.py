@@ -1,6 +1,6 @@
 """Spatial-softmax keypoints: where each learned feature map peaks, as (x, y) tokens.
 
-    image uint8 [B,H,W,3] ─ /127.5 - 1 ─ conv 3x3 (3 -> C) ─ GELU ─ (FiLM by instruction)
+    image uint8 [B,H,W,3] ─ /127.5 - 1 ─ conv 3x3 (3 -> C) ─ GELU ─ (x (1 + gain(instruction)))
         ─ conv 1x1 (C -> K) ─> scores [B,K,H,W]
         ─ standardise each map over its pixels, x learned temperature
         ─ softmax over the H*W pixels of each map ─> where [B,K,H*W]
@@ -13,8 +13,9 @@ this task was measured to take ~2,000 optimisation steps even with a single targ
 softmax (Levine et al. 2016, "End-to-End Training of Deep Visuomotor Policies"; the pooling of
 Diffusion Policy's ResNet) turns a per-pixel detector, e.g. "red pixels", straight into the
 coordinates of what it detects, so position arrives as a number from the first step. With
-`film`, the instruction scales and shifts the detector's hidden channels (zero-initialised),
-so a keypoint can follow "the named object" rather than a fixed colour.
+`film`, the instruction scales the detector's hidden channels (a zero-initialised gain, FiLM
+without the shift: a shift of a channel moves every pixel's score alike, and standardising
+the map cancels it), so a keypoint can follow "the named object" rather than a fixed colour.
 
 Each score map is standardised over its pixels before the softmax. Raw scores of a freshly
 initialised detector differ by a fraction of a unit, and a softmax over 2,304 pixels of such
@@ -39,7 +40,8 @@ class KeypointEncoder(nn.Module):
         num_keypoints: K, feature maps each reduced to one (x, y).
         d_model: token width.
         hidden: C, channels of the 3x3 detector layer.
-        film: condition the detector's hidden channels on a vector [B,D] (the instruction).
+        film: scale the detector's hidden channels by a gain computed from a vector [B,D]
+            (the instruction).
     """
 
     def __init__(
@@ -59,9 +61,9 @@ class KeypointEncoder(nn.Module):
         # no bias: standardising each map over its pixels would cancel it
         self.to_scores = nn.Conv2d(hidden, num_keypoints, kernel_size=1, bias=False)  # [B,K,H,W]
         if film:
-            self.to_gamma_beta = nn.Linear(d_model, 2 * hidden)  # [B,D] -> [B,2C]
-            nn.init.zeros_(self.to_gamma_beta.weight)
-            nn.init.zeros_(self.to_gamma_beta.bias)
+            self.to_gain = nn.Linear(d_model, hidden)  # [B,D] -> [B,C]
+            nn.init.zeros_(self.to_gain.weight)
+            nn.init.zeros_(self.to_gain.bias)
         lin = (torch.arange(image_size, dtype=torch.float32) + 0.5) / image_size * 2 - 1
         ys, xs = torch.meshgrid(lin, lin, indexing="ij")  # [H,W] each, pixel centres in [-1,1]
         self.register_buffer("grid_xy", torch.stack([xs, ys], -1).reshape(-1, 2), persistent=False)
@@ -89,10 +91,8 @@ class KeypointEncoder(nn.Module):
         if self.film:
             if cond is None:
                 raise ValueError("KeypointEncoder(film=True) needs `cond` [B,D]")
-            gamma, beta = rearrange(
-                self.to_gamma_beta(cond), "b (two c) -> two b c 1 1", two=2
-            )  # [B,D] -> 2 x [B,C,1,1]
-            h = h * (1 + gamma) + beta
+            gain = rearrange(self.to_gain(cond), "b c -> b c 1 1")  # [B,D] -> [B,C,1,1]
+            h = h * (1 + gain)
         scores = rearrange(self.to_scores(h), "b k h w -> b k (h w)")  # [B,K,H*W]
         mean, std = scores.mean(-1, keepdim=True), scores.std(-1, keepdim=True)  # [B,K,1]
         scores = (scores - mean) / (std + 1e-5) * self.log_temperature.exp()  # [B,K,H*W]
@@ -111,7 +111,7 @@ class KeypointEncoder(nn.Module):
     def flops(self) -> int:
         """Forward FLOPs (convolutions, the expectation and the token projection), one image."""
         P, C, K, D = self.image_size**2, self.hidden, self.num_keypoints, self.d_model
-        film = 2 * D * 2 * C if self.film else 0
+        film = 2 * D * C if self.film else 0
         return 2 * P * (27 * C + C * K + 2 * K) + film + 2 * K * 2 * D
 
 
