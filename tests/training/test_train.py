@@ -49,8 +49,8 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
 @pytest.mark.parametrize(
     "experiment, changed",
     [
-        ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 16}),
-        ("tiny_quick", {"model.d_model": 64, "model.depth": 2, "trainer.max_epochs": 4}),
+        ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 4}),
+        ("tiny_quick", {"model.d_model": 64, "model.depth": 2}),
         ("held_out", {"env.instructed_pairs": [1, 2, 3, 5, 6, 7, 9, 10, 11]}),
     ],
 )
