@@ -1,6 +1,7 @@
 """VLAPolicy: image + instruction + state -> action, with a Transformer over all their tokens.
 
     image [B,H,W,3] ─ ImageEncoder (FiLM(instruction) on content) ─> [B,Np,D] ─ + type ─┐
+    image [B,H,W,3] ─ KeypointEncoder (spatial softmax) ─> keypoints [B,Nk,D] ─ + type ─┤
     tokens [B,L] ──── TextEncoder ──> words   [B,L,D] ────────────────────── + type ─┤ concat
     state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] ────────────────────── + type ─┤ [B,T,D]
     ("self" readout) learned queries [B,R,D] ─────────────────────────────── + type ─┘
@@ -14,7 +15,9 @@ chunking); `predict_action` executes `n_action_steps` of each chunk before query
 
 The parts arrive already built (Hydra `_target_` nodes), so each can be swapped from a config;
 the policy owns only what ties them together: the per-group type embeddings, the token layout,
-and the conversions between env units and the network's units.
+and the conversions between env units and the network's units. With
+`target_keypoint_weight`, training adds a loss that pulls keypoint 0 onto the named target
+(privileged supervision; rollouts never see the target's position).
 """
 
 from __future__ import annotations
