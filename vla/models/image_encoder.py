@@ -24,7 +24,7 @@ import torch
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
-from vla.models.positions import PositionEmbedding2D, check_pos_emb
+from vla.models.positions import PositionEmbedding2D, check_pos_emb, pixel_coordinates
 
 
 class ImageEncoder(nn.Module):
@@ -81,10 +81,7 @@ class ImageEncoder(nn.Module):
         )  # [B,H,W,C] -> [B,Np,P*P*C]
         self.patch_embed = nn.Linear(self.patch_dim, d_model)  # [B,Np,P*P*3] -> [B,Np,D]
         if coord_features:
-            # pixel centres, so the grid is symmetric about 0 and never quite reaches +-1
-            lin = (torch.arange(image_size, dtype=torch.float32) + 0.5) / image_size * 2 - 1
-            ys, xs = torch.meshgrid(lin, lin, indexing="ij")  # [H,W] each
-            self.register_buffer("coords", torch.stack([xs, ys], dim=-1), persistent=False)
+            self.register_buffer("coords", pixel_coordinates(image_size), persistent=False)
             coord_patches = self.patchify(self.coords[None])  # [1,H,W,2] -> [1,Np,P*P*2]
             self.register_buffer("coord_patches", coord_patches, persistent=False)
             self.coord_embed = nn.Linear(patch_size * patch_size * 2, d_model, bias=False)

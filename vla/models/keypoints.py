@@ -31,6 +31,8 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.models.positions import pixel_coordinates
+
 
 class KeypointEncoder(nn.Module):
     """Image [B,H,W,3] (uint8) -> K keypoint tokens [B,K,D].
@@ -64,9 +66,8 @@ class KeypointEncoder(nn.Module):
             self.to_gain = nn.Linear(d_model, hidden)  # [B,D] -> [B,C]
             nn.init.zeros_(self.to_gain.weight)
             nn.init.zeros_(self.to_gain.bias)
-        lin = (torch.arange(image_size, dtype=torch.float32) + 0.5) / image_size * 2 - 1
-        ys, xs = torch.meshgrid(lin, lin, indexing="ij")  # [H,W] each, pixel centres in [-1,1]
-        self.register_buffer("grid_xy", torch.stack([xs, ys], -1).reshape(-1, 2), persistent=False)
+        grid_xy = rearrange(pixel_coordinates(image_size), "h w two -> (h w) two")  # [H*W,2]
+        self.register_buffer("grid_xy", grid_xy, persistent=False)
         self.log_temperature = nn.Parameter(torch.zeros(num_keypoints, 1))  # [K,1]: x 1 at init
         self.to_token = nn.Linear(2, d_model)  # [B,K,2] -> [B,K,D]
         self.ids = nn.Parameter(torch.randn(num_keypoints, d_model) * 0.02)  # [K,D]

@@ -16,6 +16,15 @@ from torch import Tensor, nn
 POS_EMBS = ("sinusoidal", "learned", "none")
 
 
+def pixel_coordinates(size: int) -> Tensor:
+    """(x, y) of each pixel's centre in [-1,1] for a square image: [size,size,2], x along
+    columns and y along rows. Centres keep the grid symmetric about 0, never quite at +-1;
+    the arena maps onto it as 2 * position - 1 (see `vla.envs.render`)."""
+    lin = (torch.arange(size, dtype=torch.float32) + 0.5) / size * 2 - 1  # [S]
+    ys, xs = torch.meshgrid(lin, lin, indexing="ij")  # [S,S] each
+    return torch.stack([xs, ys], dim=-1)  # [S,S,2]
+
+
 def check_pos_emb(pos_emb: str) -> None:
     if pos_emb not in POS_EMBS:
         raise ValueError(f"unknown pos_emb {pos_emb!r} (expected one of: {', '.join(POS_EMBS)})")
