@@ -27,6 +27,24 @@ def test_a_spatial_softmax_keypoint_lands_on_the_pixel_its_detector_fires_on():
     assert enc(image).shape == (1, 2, 16)
 
 
+def test_the_instruction_gain_scales_the_detector_channels():
+    """The gain folded into per-sample 1x1 weights equals scaling the hidden channels."""
+    torch.manual_seed(0)
+    enc = KeypointEncoder(image_size=24, num_keypoints=3, d_model=16, hidden=5)
+    torch.nn.init.normal_(enc.to_gain.weight)
+    image = torch.randint(0, 256, (2, 24, 24, 3), dtype=torch.uint8)
+    cond = torch.randn(2, 16)
+    xy, where = enc.keypoints(image, cond)
+
+    x = image.float().permute(0, 3, 1, 2) / 127.5 - 1  # [B,3,H,W]
+    h = torch.nn.functional.gelu(enc.detect(x)) * (1 + enc.to_gain(cond))[:, :, None, None]
+    scores = enc.to_scores(h).flatten(2)  # [B,K,H*W]
+    scores = (scores - scores.mean(-1, keepdim=True)) / (scores.std(-1, keepdim=True) + 1e-5)
+    expected = (scores * enc.log_temperature.exp()).softmax(-1)
+    torch.testing.assert_close(where, expected)
+    torch.testing.assert_close(xy, expected @ enc.grid_xy)
+
+
 def test_keypoints_refuse_a_wrong_image_and_zero_means_none():
     assert make_keypoints(0, image_size=48, d_model=16) is None
     enc = make_keypoints(3, image_size=48, d_model=16)

@@ -88,14 +88,18 @@ class KeypointEncoder(nn.Module):
                 f"{self.image_size},3]"
             )
         x = rearrange(image.float() / 127.5 - 1, "b h w c -> b c h w")  # [0,255] -> [-1,1]
+        # the conv's output is channels-last in memory, like the image it reads: keep that layout
         h = nn.functional.gelu(self.detect(x))  # [B,3,H,W] -> [B,C,H,W]
+        h = rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
+        weight = rearrange(self.to_scores.weight, "k c 1 1 -> 1 c k")  # [1,C,K]
         if self.film:
             if cond is None:
                 raise ValueError("KeypointEncoder(film=True) needs `cond` [B,D]")
-            gain = rearrange(self.to_gain(cond), "b c -> b c 1 1")  # [B,D] -> [B,C,1,1]
-            h = h * (1 + gain)
-        scores = rearrange(self.to_scores(h), "b k h w -> b k (h w)")  # [B,K,H*W]
-        mean, std = scores.mean(-1, keepdim=True), scores.std(-1, keepdim=True)  # [B,K,1]
+            gain = rearrange(self.to_gain(cond), "b c -> b c 1")  # [B,D] -> [B,C,1]
+            # to_scores(h * (1 + gain)), with the gain folded into each sample's 1x1 weights
+            weight = weight * (1 + gain)  # [B,C,K]
+        scores = rearrange(h @ weight, "b p k -> b k p")  # [B,H*W,C] @ [B|1,C,K] -> [B,K,H*W]
+        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,K,1]
         scores = (scores - mean) / (std + 1e-5) * self.log_temperature.exp()  # [B,K,H*W]
         where = scores.softmax(dim=-1)  # [B,K,H*W]
         return where @ self.grid_xy, where  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
