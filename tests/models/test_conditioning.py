@@ -54,6 +54,8 @@ def test_keypoints_refuse_a_wrong_image_and_zero_means_none():
         enc(torch.zeros(1, 48, 48, 3))
     with pytest.raises(ValueError, match="num_keypoints=-1"):
         KeypointEncoder(48, -1, 16)
+    with pytest.raises(ValueError, match="kernel_size=4 must be odd"):
+        KeypointEncoder(48, 2, 16, kernel_size=4)
 
 
 def test_conditioning_starts_as_the_identity():

@@ -200,6 +200,7 @@ def test_attention_maps(make_policy, make_batch, readout):
         "model.head=autoregressive",
         "model.head=flow",
         "model.chunk_size=4",
+        "model.keypoint_kernel=7",
     ],
 )
 def test_flops_match_a_counted_forward(make_policy, make_batch, override):

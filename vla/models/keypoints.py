@@ -1,6 +1,6 @@
 """Spatial-softmax keypoints: where each learned feature map peaks, as (x, y) tokens.
 
-    image uint8 [B,H,W,3] ─ /127.5 - 1 ─ conv 3x3 (3 -> C) ─ GELU ─ (x (1 + gain(instruction)))
+    image uint8 [B,H,W,3] ─ /127.5 - 1 ─ conv kxk (3 -> C) ─ GELU ─ (x (1 + gain(instruction)))
         ─ conv 1x1 (C -> K) ─> scores [B,K,H,W]
         ─ standardise each map over its pixels, x learned temperature
         ─ softmax over the H*W pixels of each map ─> where [B,K,H*W]
@@ -41,7 +41,9 @@ class KeypointEncoder(nn.Module):
         image_size: side of the square input image in pixels.
         num_keypoints: K, feature maps each reduced to one (x, y).
         d_model: token width.
-        hidden: C, channels of the 3x3 detector layer.
+        hidden: C, channels of the detector layer.
+        kernel_size: its odd side k, in pixels. A feature that tells shapes of one colour
+            apart (a corner, a slanted edge) needs a window wider than 3 px.
         film: scale the detector's hidden channels by a gain computed from a vector [B,D]
             (the instruction).
     """
@@ -53,13 +55,17 @@ class KeypointEncoder(nn.Module):
         d_model: int,
         hidden: int = 32,
         film: bool = True,
+        kernel_size: int = 3,
     ):
         super().__init__()
         if num_keypoints < 1 or hidden < 1:
             raise ValueError(f"num_keypoints={num_keypoints} and hidden={hidden} must be >= 1")
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size={kernel_size} must be odd and >= 1")
         self.image_size, self.num_keypoints, self.d_model = image_size, num_keypoints, d_model
-        self.hidden, self.film = hidden, film
-        self.detect = nn.Conv2d(3, hidden, kernel_size=3, padding=1)  # [B,3,H,W] -> [B,C,H,W]
+        self.hidden, self.film, self.kernel_size = hidden, film, kernel_size
+        # [B,3,H,W] -> [B,C,H,W]
+        self.detect = nn.Conv2d(3, hidden, kernel_size, padding=kernel_size // 2)
         # no bias: standardising each map over its pixels would cancel it
         self.to_scores = nn.Conv2d(hidden, num_keypoints, kernel_size=1, bias=False)  # [B,K,H,W]
         if film:
@@ -117,14 +123,19 @@ class KeypointEncoder(nn.Module):
         """Forward FLOPs (convolutions, the expectation and the token projection), one image."""
         P, C, K, D = self.image_size**2, self.hidden, self.num_keypoints, self.d_model
         film = 2 * D * C if self.film else 0
-        return 2 * P * (27 * C + C * K + 2 * K) + film + 2 * K * 2 * D
+        return 2 * P * (3 * self.kernel_size**2 * C + C * K + 2 * K) + film + 2 * K * 2 * D
 
 
 def make_keypoints(
-    num_keypoints: int, image_size: int, d_model: int, hidden: int = 32, film: bool = True
+    num_keypoints: int,
+    image_size: int,
+    d_model: int,
+    hidden: int = 32,
+    film: bool = True,
+    kernel_size: int = 3,
 ) -> KeypointEncoder | None:
     """A KeypointEncoder, or None for `num_keypoints=0` (the policy then has no keypoint
     tokens): a switch for configs."""
     if num_keypoints == 0:
         return None
-    return KeypointEncoder(image_size, num_keypoints, d_model, hidden, film)
+    return KeypointEncoder(image_size, num_keypoints, d_model, hidden, film, kernel_size)
