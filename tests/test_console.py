@@ -55,7 +55,8 @@ def test_console_shows_our_summary_and_no_library_noise(fast_run):
     _, out = fast_run
     console = out.stdout + out.stderr
     assert [n for n in NOISE if n in console] == []
-    assert "GFLOP per sample" in out.stdout and "34 tokens" in out.stdout
+    # 32 px: 4 patches of 16 px, 8 keypoints, 8 words, the state and the readout
+    assert "GFLOP per sample" in out.stdout and "22 tokens" in out.stdout
     assert "smoke run" in out.stdout and "run directory:" in out.stdout
 
 

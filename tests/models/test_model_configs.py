@@ -10,7 +10,7 @@ from vla.models.policy import VLAPolicy
 
 @pytest.mark.parametrize(
     ("name", "d_model", "depth", "min_params", "max_params"),
-    [("tiny", 64, 2, 0.1e6, 0.2e6), ("small", 128, 4, 0.75e6, 1.0e6), ("base", 256, 6, 4e6, 6e6)],
+    [("tiny", 64, 2, 0.2e6, 0.3e6), ("small", 128, 4, 1.0e6, 1.2e6), ("base", 256, 6, 5e6, 6e6)],
 )
 def test_config_composes_instantiates_and_runs(
     compose_model_cfg, make_batch, name, d_model, depth, min_params, max_params
@@ -54,7 +54,7 @@ def test_command_line_overrides(make_policy, make_batch, override, check):
     ("overrides", "image_size", "message"),
     [
         (["model.d_model=100", "model.n_heads=3"], 32, "d_model=100 is not divisible by n_heads=3"),
-        ([], 60, "image_size=60 is not divisible by patch_size=8"),
+        ([], 60, "image_size=60 is not divisible by patch_size=16"),
         (["model.head=foo"], 32, "unknown head 'foo' (expected one of: continuous, discrete, autoregressive, flow)"),
         (["model.readout=both"], 32, "unknown readout 'both'"),
         (["model.pos_emb=sinusoidal", "model.d_model=66", "model.n_heads=3"], 32, "dim % 4 == 0"),

@@ -48,7 +48,8 @@ def test_positions_make_the_readout_depend_on_patch_order(make_policy, make_batc
         )
         batch = make_batch(policy, batch_size=2)
         # rolling the image by one patch permutes the patch tokens and nothing else
-        rolled = dict(batch, **{keys.IMAGE: batch[keys.IMAGE].roll(8, dims=2)})
+        shift = policy.image_encoder.patch_size
+        rolled = dict(batch, **{keys.IMAGE: batch[keys.IMAGE].roll(shift, dims=2)})
         return _features(policy, batch), _features(policy, rolled)
 
     same, rolled = readouts("none")  # control: without positions the encoder sees a set
@@ -180,9 +181,10 @@ def test_attention_maps(make_policy, make_batch, readout):
         batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]
     )
     T = policy.num_tokens()
-    assert T == 16 + 8 + 8 + 1 + (1 if readout == "self" else 0)  # patches, keypoints, words
-    assert layout["image"] == slice(0, 16) and layout["keypoints"] == slice(16, 24)
-    assert layout["text"] == slice(24, 32)
+    # 32 px in 16 px patches: 4 patches, then 8 keypoints, 8 words, the state (and readout)
+    assert T == 4 + 8 + 8 + 1 + (1 if readout == "self" else 0)
+    assert layout["image"] == slice(0, 4) and layout["keypoints"] == slice(4, 12)
+    assert layout["text"] == slice(12, 20)
     assert len(weights) == 2 + (1 if readout == "cross" else 0)
     for w in weights:
         assert w.shape[:2] == (2, 4) and w.shape[-1] == layout["state"].stop + (readout == "self")

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
     "overrides, message",
     [
         (["model.d_model=100", "model.n_heads=3"], "d_model=100 is not divisible by n_heads=3"),
-        (["env.image_size=60"], "image_size=60 is not divisible by patch_size=8"),
+        (["env.image_size=60"], "image_size=60 is not divisible by patch_size=16"),
         (["env.num_targets=9"], "env.num_targets=9"),
         (["data.batch_size=0"], "data.batch_size=0"),
         (["optimizer.lr=0"], "optimizer.lr=0"),

@@ -49,7 +49,7 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
 @pytest.mark.parametrize(
     "experiment, changed",
     [
-        ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 4}),
+        ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 3}),
         ("tiny_quick", {"model.d_model": 64, "model.depth": 2}),
         ("held_out", {"env.instructed_pairs": [1, 2, 3, 5, 6, 7, 9, 10, 11]}),
     ],
@@ -107,19 +107,23 @@ def test_fast_dev_run_builds_the_data_once(compose_cfg, fast_overrides, monkeypa
 @pytest.fixture
 def trained_run(compose_cfg, fast_overrides, tmp_path, monkeypatch):
     """A fast run; `metrics["rollout_seeds"]` lists (caller, first seed, episodes) of its
-    rollouts, recorded around the real rollout function."""
-    seeds = []
+    rollouts, recorded around the real rollout function, and `metrics["rollout_weights"]`
+    the policy's weights each of them ran."""
+    seeds, weights = [], []
     for module in (vla.training.train, vla.training.callbacks):
         real = module.rollout
 
         def recorded(policy, env, n, seed, *a, _real=real, _who=module.__name__, **k):
             seeds.append((_who.rsplit(".", 1)[1], seed, n))
+            state = policy.state_dict()
+            weights.append({k: v.clone() for k, v in state.items() if torch.is_tensor(v)})
             return _real(policy, env, n, seed, *a, **k)
 
         monkeypatch.setattr(module, "rollout", recorded)
     cfg = compose_cfg("train", fast_overrides)
     metrics = train(cfg)
-    return Path(cfg.paths.output_dir), metrics | {"rollout_seeds": seeds}, cfg
+    extra = {"rollout_seeds": seeds, "rollout_weights": weights}
+    return Path(cfg.paths.output_dir), metrics | extra, cfg
 
 
 def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run):
@@ -153,6 +157,17 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
     assert "rollout/episode_0" in images and "attention/episode_0" in images
     losses = [e.value for e in events.Scalars("train/loss")]
     assert all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
+    run, metrics, _ = trained_run
+    ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")  # written at the last step
+    average, raw = ckpt["state_dict"], ckpt["current_model_state"]  # raw: to resume from
+    tensors = [k for k, v in raw.items() if torch.is_tensor(v)]
+    assert any(not torch.equal(average[k], raw[k]) for k in tensors)  # 5 steps apart
+    during, final = metrics["rollout_weights"]  # selection rollouts at step 5, then the test
+    for ran in (during, final):
+        assert all(torch.equal(w, average[f"policy.{k}"]) for k, w in ran.items())
 
 
 def test_checkpoint_rebuilds_the_policy_alone(trained_run):
