@@ -36,8 +36,8 @@ class Run:
     success: list[float]
     final_success: float
     total_s: float
-    time_to: dict[float, float | None] = field(default_factory=dict)
-    steps_to: dict[float, int | None] = field(default_factory=dict)
+    time_to: dict[float, float | None] = field(init=False)  # threshold -> seconds (None: never)
+    steps_to: dict[float, int | None] = field(init=False)  # threshold -> step (None: never)
 
     def __post_init__(self):
         self.time_to = {t: time_to(self.seconds, self.success, t) for t in THRESHOLDS}
@@ -92,7 +92,7 @@ def _fmt_time(seconds: float | None) -> str:
 
 def _fmt_reached(run: Run, threshold: float) -> str:
     seconds = run.time_to[threshold]
-    return "never" if seconds is None else f"{seconds / 60:.1f} min ({run.steps_to[threshold]})"
+    return "never" if seconds is None else f"{_fmt_time(seconds)} ({run.steps_to[threshold]})"
 
 
 def group_rows(runs: list[Run]) -> list[dict]:
@@ -182,11 +182,10 @@ def plot(runs: list[Run], path: Path) -> None:
     plt.close(fig)
 
 
-def summarize(root: str | Path, out_dir: str | Path | None = None) -> dict:
-    """Writes study.md, study.json and study.png into `out_dir` (default: `root`)."""
-    runs = find_runs(Path(root))
-    out = Path(out_dir or root)
-    out.mkdir(parents=True, exist_ok=True)
+def summarize(root: str | Path) -> dict:
+    """Writes study.md, study.json and study.png into `root`."""
+    out = Path(root)
+    runs = find_runs(out)
     table = markdown(runs)
     (out / "study.md").write_text(table)
     summary = dict(

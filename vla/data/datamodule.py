@@ -65,7 +65,8 @@ class TensorBatches:
         self.epoch_fn = epoch_fn
         self._epochs_seen = 0
         self.chunk_size = chunk_size
-        self.chunk_index, self.chunk_is_pad = chunk_indices(tensors["episode"], chunk_size)
+        if chunk_size > 1:  # [N,K] rows of each step's chunk, and which of them are past the end
+            self.chunk_index, self.chunk_is_pad = chunk_indices(tensors["episode"], chunk_size)
 
     def _my_indices(self, epoch: int) -> torch.Tensor:
         idx = self.indices
@@ -96,16 +97,17 @@ class TensorBatches:
             image = self.tensors[IMAGE][b]  # [B,H,W,3]
             if self.shift:
                 image = random_shift(image, self.shift, g)
+            chunked = self.chunk_size > 1
             batch = {
                 IMAGE: image,
                 STATE: self.tensors[STATE][b],
-                ACTION: self.tensors[ACTION][b],
+                # [B,A], or [B,K] rows -> [B,K,A] chunks
+                ACTION: self.tensors[ACTION][self.chunk_index[b] if chunked else b],
                 TOKENS: self.tensors[TOKENS][self.tensors["episode"][b]],
             }
             if TARGET in self.tensors:  # the named target's position, for auxiliary losses
                 batch[TARGET] = self.tensors[TARGET][b]  # [B,2]
-            if self.chunk_size > 1:
-                batch[ACTION] = self.tensors[ACTION][self.chunk_index[b]]  # [B,K] -> [B,K,A]
+            if chunked:
                 batch[ACTION_IS_PAD] = self.chunk_is_pad[b]  # [B,K]
             yield batch
 

@@ -59,9 +59,10 @@ class ContinuousHead(ActionHead):
             smooth = F.smooth_l1_loss(pred, target_norm) if self.loss_kind == "smooth_l1" else mse
         else:
             mse = mean_over_real_steps(F.mse_loss(pred, target_norm, reduction="none"), is_pad)
-            smooth = mean_over_real_steps(
-                F.smooth_l1_loss(pred, target_norm, reduction="none"), is_pad
-            )
+            smooth = mse
+            if self.loss_kind == "smooth_l1":
+                per_step = F.smooth_l1_loss(pred, target_norm, reduction="none")
+                smooth = mean_over_real_steps(per_step, is_pad)
         loss = mse if self.loss_kind == "mse" else smooth
         return loss, {"mse_norm": mse.detach()}, pred.detach().clamp(-1.0, 1.0)
 

@@ -73,7 +73,6 @@ class FlowHead(ActionHead):
         self.time_dim = time_dim
         self.seed = seed
         self._generator: torch.Generator | None = None  # inference noise, made on first use
-        self._generator_device: torch.device | None = None
         chunk = chunk_size * action_dim
         H = self.hidden_dim
         self.denoiser = nn.Sequential(
@@ -131,9 +130,8 @@ class FlowHead(ActionHead):
         self._generator = None
 
     def _noise(self, shape: tuple[int, ...], device: torch.device) -> Tensor:
-        if self._generator is None or self._generator_device != device:
+        if self._generator is None or self._generator.device != device:
             self._generator = torch.Generator(device=device).manual_seed(self.seed)
-            self._generator_device = device
         return torch.randn(shape, generator=self._generator, device=device)
 
     def predict(self, features: Tensor) -> Tensor:
