@@ -3,12 +3,13 @@
 A training batch is a dict with these keys:
     IMAGE        uint8   [B,H,W,3]  the env's observation image, unnormalised
     STATE        float32 [B,S]      effector position and velocity (S = 4)
-    TOKENS       int64   [B,L]      instruction token ids, PAD-padded to the tokenizer's max_len
+    TOKENS       int64   [B,L]      instruction token ids, PAD-padded to the longest
+                                    instruction (L <= the tokenizer's max_len)
     ACTION       float32 [B,A]      the expert's (noise-free) action in env units, A = 2
                          [B,K,A]    with chunks (model.chunk_size=K > 1): this step's action
                                     and the K-1 that follow it in its episode
     ACTION_IS_PAD bool   [B,K]      with chunks: True where the chunk ran past its episode
-    TARGET       float32 [B,2]      where the named target is, arena units in [0,1]^2:
+    TARGET       float32 [B,2]      where the shape to reach now is, arena units in [0,1]^2:
                                     privileged, used only by the optional auxiliary loss
 """
 

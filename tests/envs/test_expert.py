@@ -33,6 +33,7 @@ def test_expert_reaches_the_named_target_not_another():
 def test_labels_are_clean_while_execution_is_noisy():
     env = ReachEnv()
     env.reset(seed=0)
+    env._pos = env.target_position + np.array([0.02, -0.01], np.float32)  # a label inside (-1, 1)
     executed, label = ScriptedExpert(noise_std=0.3).act(env, np.random.default_rng(0))
     np.testing.assert_array_equal(label, expert_action(env))
     assert not np.allclose(executed, label)

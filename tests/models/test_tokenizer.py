@@ -3,7 +3,8 @@ import io
 import pytest
 import torch
 
-from vla.envs import instructions
+from vla.envs import grammar
+from vla.envs.reach import ReachEnv
 from vla.models.tokenizer import PAD_ID, UNK_ID, Tokenizer
 
 
@@ -13,27 +14,40 @@ def _small():
 
 def test_known_ids_padding_and_unknown_words():
     tok = _small()
-    ids = tok.encode(["Reach the RED circle!", "reach the purple circle"])
-    assert ids.dtype == torch.int64 and ids.shape == (2, 6)
-    assert ids.tolist() == [[2, 3, 4, 5, 0, 0], [2, 3, 1, 5, 0, 0]]
+    ids = tok.encode(["Reach the RED circle!", "reach the purple circle", "the"])
+    assert ids.dtype == torch.int64 and ids.shape == (3, 4)  # padded to the longest of the batch
+    assert ids.tolist() == [[2, 3, 4, 5], [2, 3, 1, 5], [3, 0, 0, 0]]
     assert PAD_ID == 0 and UNK_ID == 1
-    assert tok.encode("the").tolist() == [[3, 0, 0, 0, 0, 0]]
-    assert tok.decode(ids) == ["reach the red circle", "reach the <unk> circle"]
+    assert tok.encode("the").tolist() == [[3]]
+    assert tok.encode("").tolist() == [[0]]
+    assert tok.decode(ids) == ["reach the red circle", "reach the <unk> circle", "the"]
 
 
 def test_default_vocabulary_covers_the_grammar():
     tok = Tokenizer.from_grammar()
     assert tok.vocab[:2] == ["<pad>", "<unk>"]
-    assert tok.vocab[2:] == instructions.vocabulary()
-    assert tok.max_len == instructions.max_words()
-    texts = [
-        instructions.instruction(c, s, t)
-        for c, s in instructions.PAIRS
-        for t in range(len(instructions.TEMPLATES))
-    ]
+    assert tok.vocab[2:] == grammar.vocabulary()
+    assert tok.max_len == grammar.max_words() == 14
+    texts = []
+    for split in ("train", "novel_pairs", "novel_verbs"):
+        env = ReachEnv(families=grammar_families(split), split=split, chain_length=3)
+        texts += [env.reset(seed=s)[0]["instruction"] for s in range(300)]
     ids = tok.encode(texts)
     assert not (ids == UNK_ID).any()
     assert tok.decode(ids) == texts
+    assert ids.shape[1] == max(len(t.split()) for t in texts) <= tok.max_len
+
+
+def grammar_families(split: str) -> list[str]:
+    return ["name", "attribute", "sequence"] + (["relation"] if split != "novel_verbs" else [])
+
+
+def test_unknown_words_are_read_as_unk():
+    tok = Tokenizer.from_grammar()
+    for verb in grammar.UNKNOWN_VERBS:
+        ids = tok.encode(f"{verb} the red circle")[0]
+        assert (ids == UNK_ID).sum() >= 1  # the verb's unseen word(s)
+        assert tok.decode(ids[None])[0].endswith("the red circle")
 
 
 def test_truncation_warns_instead_of_failing():

@@ -26,7 +26,6 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
     for seed in seeds:
         obs, info = env.reset(seed=seed)
         texts.append(obs[INSTRUCTION])
-        targets.append(env.target_position.astype(np.float32))
         rng = np.random.default_rng([seed, 1])  # the expert's noise, also fixed by the seed
         steps = 0
         while True:
@@ -34,12 +33,13 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
             images.append(obs[IMAGE])
             states.append(obs[STATE])
             actions.append(label)
+            targets.append(env.target_position.astype(np.float32))  # the shape to reach now
+            pairs.append(info["target_pair"])
             obs, _, terminated, truncated, info = env.step(executed)
             steps += 1
             if terminated or truncated:
                 break
         lengths.append(steps)
-        pairs.append(info["target_pair"])
         successes.append(info["is_success"])
     return dict(
         image=np.stack(images),

@@ -216,10 +216,8 @@ class ReachDataModule(L.LightningDataModule):
             TOKENS: self.tokenize(d.instructions),
             "episode": torch.from_numpy(np.array(d.episode, dtype=np.int64)),
         }
-        # per step, for the optional auxiliary loss: [E,2] -> [N,2]
-        self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))[
-            self.tensors["episode"]
-        ]
+        # per step, for the optional auxiliary loss: where the shape to reach now is [N,2]
+        self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))
         first_val_step = (
             int(d.episode_start[d.num_episodes - self.val_episodes])
             if (self.val_episodes)

@@ -13,9 +13,10 @@ Layout (one memory-mappable `.npy` per field; N steps, E episodes):
     action.npy          float32 [N,2]     the clean expert action (the label)
     episode.npy         int32   [N]       episode index of each step
     episode_start.npy   int64   [E]       first step of each episode
-    target_pair.npy     int32   [E]       instructed (colour, shape) pair, index into PAIRS
-    target_position.npy float32 [E,2]     where the instructed target is (arena units);
-                                          privileged, for optional auxiliary losses only
+    target_pair.npy     int32   [N]       the pair (index into PAIRS) of the shape to reach at
+                                          each step (a sequence moves on from one to the next)
+    target_position.npy float32 [N,2]     where that shape is (arena units); privileged, for
+                                          optional auxiliary losses only
     instructions.json   [E] strings
     meta.json           counts, expert success rate, env config, seeds, format version, shapes
 """
@@ -31,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 ARRAYS = (
     "image", "state", "action", "episode", "episode_start", "target_pair", "target_position",
 )  # fmt: skip
@@ -46,7 +47,7 @@ class Demos:
     """A demonstration set. Arrays are memory-mapped unless loaded with `mmap=False`.
 
     image [N,H,W,3] uint8, state [N,4], action [N,2], episode [N] (episode of each step),
-    episode_start [E], target_pair [E], target_position [E,2], instructions: E strings.
+    episode_start [E], target_pair [N], target_position [N,2], instructions: E strings.
     """
 
     path: Path
@@ -151,10 +152,11 @@ def load_demos(path, mmap: bool = True) -> Demos:
     problems = []
     if len(arrays["image"]) != n:
         problems.append(f"{len(arrays['image'])} frames but num_steps={n}")
-    if any(len(arrays[k]) != n for k in ("state", "action", "episode")):
+    per_step = ("state", "action", "episode", "target_pair", "target_position")
+    if any(len(arrays[k]) != n for k in per_step):
         problems.append("per-step arrays have different lengths")
-    if any(len(arrays[k]) != e for k in ("episode_start", "target_pair", "target_position")):
-        problems.append(f"per-episode arrays do not have num_episodes={e} entries")
+    if len(arrays["episode_start"]) != e:
+        problems.append(f"episode_start does not have num_episodes={e} entries")
     if len(instructions) != e:
         problems.append(f"{len(instructions)} instructions but num_episodes={e}")
     if problems:

@@ -1,14 +1,16 @@
-"""`vla/Reach-v0`: reach the shape that the instruction names, in a top-down 2-D arena.
+"""`vla/Reach-v0`: reach the shape(s) that the instruction names, in a top-down 2-D arena.
 
     +-----------------------+   observation
-    |   ▲ green               |     image        uint8 [H,W,3]  targets + effector
-    |          ● red          |     state        float32 [4]    effector x, y, vx, vy
-    |   o effector            |     instruction  "go to the red circle"
-    |              ■ blue     |   action: velocity in [-1,1]^2, times max_step per step
+    |   ▲ green             |     image        uint8 [H,W,3]  shapes + effector
+    |          ● red        |     state        float32 [4]    effector x, y, vx, vy
+    |   o effector          |     instruction  "go to the shape left of the red circle"
+    |              ■ blue   |   action: velocity in [-1,1]^2, times max_step per step
     +-----------------------+
 
-Only the image shows where the targets are, only the instruction says which one is wanted, and
-the state says where the effector is: a policy needs all three.
+Only the image shows where the shapes are, only the instruction says which one is wanted, and
+the state says where the effector is: a policy needs all three. A `sequence` instruction names
+several shapes to reach in order; each one reached is drawn dimmed from then on, which is how
+the policy can see what is done (the state never says).
 """
 
 from __future__ import annotations
@@ -21,12 +23,26 @@ import numpy as np
 from gymnasium import spaces
 
 from vla.envs import render, scene
-from vla.envs.instructions import COLOURS, PAIRS, sample_instruction
+from vla.envs.config import check_env_args
+from vla.envs.families import Split, candidates, family_of, relation_words
+from vla.envs.grammar import (
+    COLOURS,
+    HELD_OUT_PAIRS,
+    HELD_OUT_RELATIONS,
+    HELD_OUT_VERBS,
+    PAIRS,
+    GrammarError,
+    Instruction,
+    parse,
+    text,
+)
+from vla.envs.referents import resolve
 from vla.keys import IMAGE, INSTRUCTION, STATE
 
 STATE_DIM = 4
 ACTION_DIM = 2
 INSTRUCTION_CHARSET = string.ascii_lowercase + " "
+MAX_SCENE_DRAWS = 500  # scenes drawn for an instruction before the env gives up
 
 
 class ReachEnv(gym.Env):
@@ -37,17 +53,21 @@ class ReachEnv(gym.Env):
         image_size: side of the observation image in pixels.
         render_size: side of the frame returned by `render()` (for people, not the policy).
         max_step: displacement per step for an action of 1 on an axis (arena units).
-        success_radius: the episode succeeds when the effector is this close to the named target.
+        success_radius: a shape is reached when the effector is this close to its centre.
         target_size: width of a shape in arena units.
-        min_separation: minimum distance between target centres, and between the start and any
-            target.
-        max_episode_steps: the episode is truncated after this many steps.
-        shared_colours: if False, the targets in a scene have distinct colours; if True, colours
+        min_separation: minimum distance between shape centres, and between the start and any.
+        max_episode_steps: steps allowed per shape to reach; then the episode is truncated.
+        shared_colours: if False, the shapes in a scene have distinct colours; if True, colours
             (and shapes) may repeat, so the instruction's colour and shape must be bound together.
-        success_bonus: reward added on success; the rest of the reward is progress towards the
-            named target in units of max_step.
-        instructed_pairs: indices into `instructions.PAIRS` that may be named by an instruction
-            (None: all). Other pairs can still appear as distractors. Used for held-out splits.
+        success_bonus: reward on success; the rest of the reward is progress towards the
+            shape to reach now, in units of max_step.
+        families: instruction families, drawn uniformly per episode (`vla.envs.families`).
+        chain_length: shapes a `sequence` instruction names.
+        split: which instructions: "train", or a held-out split (`vla.envs.families.SPLITS`).
+        held_out_pairs, held_out_verbs, held_out_relations: what "train" never names and the
+            held-out splits test (indices into PAIRS, phrasings, "relation:reference" keys).
+        background: RGB of the arena floor.
+        pixel_noise: std of Gaussian noise added to every observed pixel (0-255 units).
         render_mode: None or "rgb_array".
     """
 
@@ -65,53 +85,17 @@ class ReachEnv(gym.Env):
         max_episode_steps: int = 50,
         shared_colours: bool = False,
         success_bonus: float = 1.0,
-        instructed_pairs: Sequence[int] | None = None,
+        families: Sequence[str] = ("name",),
+        chain_length: int = 2,
+        split: str = "train",
+        held_out_pairs: Sequence[int] = HELD_OUT_PAIRS,
+        held_out_verbs: Sequence[str] = HELD_OUT_VERBS,
+        held_out_relations: Sequence[str] = HELD_OUT_RELATIONS,
+        background: Sequence[int] = render.BACKGROUND,
+        pixel_noise: float = 0.0,
         render_mode: str | None = None,
     ):
-        max_targets = len(PAIRS) if shared_colours else len(COLOURS)
-        checks = [
-            (num_targets >= 1, "num_targets", num_targets, ">= 1"),
-            (
-                num_targets <= max_targets,
-                "num_targets",
-                num_targets,
-                f"<= {max_targets} (distinct colour+shape pairs available with "
-                f"shared_colours={shared_colours})",
-            ),
-            (image_size >= 8, "image_size", image_size, ">= 8"),
-            (render_size >= 8, "render_size", render_size, ">= 8"),
-            (max_step > 0, "max_step", max_step, "> 0"),
-            (success_radius > 0, "success_radius", success_radius, "> 0"),
-            (0 < target_size < 0.5, "target_size", target_size, "in (0, 0.5)"),
-            (min_separation >= 0, "min_separation", min_separation, ">= 0"),
-            (max_episode_steps >= 1, "max_episode_steps", max_episode_steps, ">= 1"),
-            (
-                render_mode in (None, *self.metadata["render_modes"]),
-                "render_mode",
-                render_mode,
-                f"one of {[None, *self.metadata['render_modes']]}",
-            ),
-        ]
-        for ok, name, value, expected in checks:
-            if not ok:
-                raise ValueError(f"env.{name}={value!r} is invalid: expected {expected}")
-        # targets are placed inside [margin, 1 - margin]; make sure they can be spread out
-        margin = target_size / 2 + 0.02
-        usable = (1 - 2 * margin) ** 2
-        if num_targets * np.pi * (min_separation / 2) ** 2 > 0.5 * usable:
-            raise ValueError(
-                f"env.num_targets={num_targets} with env.min_separation={min_separation} does not "
-                "fit in the arena: lower one of them"
-            )
-        if instructed_pairs is not None:
-            instructed_pairs = sorted({int(p) for p in instructed_pairs})
-            bad = [p for p in instructed_pairs if not 0 <= p < len(PAIRS)]
-            if not instructed_pairs or bad:
-                raise ValueError(
-                    f"env.instructed_pairs={instructed_pairs!r} is invalid: expected a non-empty "
-                    f"list of indices in [0, {len(PAIRS)})"
-                )
-
+        check_env_args({k: v for k, v in locals().items() if k != "self"}, self.metadata)
         self.num_targets = num_targets
         self.image_size = image_size
         self.render_size = render_size
@@ -122,9 +106,18 @@ class ReachEnv(gym.Env):
         self.max_episode_steps = max_episode_steps
         self.shared_colours = shared_colours
         self.success_bonus = float(success_bonus)
-        self.instructed_pairs = instructed_pairs
+        self.families = tuple(families)
+        self.split = Split(
+            split,
+            frozenset(int(p) for p in held_out_pairs),
+            tuple(held_out_verbs),
+            frozenset(held_out_relations),
+            chain_length,
+        )
+        self.background = tuple(int(c) for c in background)
+        self.pixel_noise = float(pixel_noise)
         self.render_mode = render_mode
-        self._margin = margin
+        self._margin = target_size / 2 + 0.02
         self._effector_radius = 0.025
 
         self.action_space = spaces.Box(-1.0, 1.0, (ACTION_DIM,), dtype=np.float32)
@@ -137,46 +130,80 @@ class ReachEnv(gym.Env):
                     np.array([1, 1, 1, 1], np.float32),
                     dtype=np.float32,
                 ),
-                INSTRUCTION: spaces.Text(max_length=64, charset=INSTRUCTION_CHARSET),
+                INSTRUCTION: spaces.Text(max_length=160, charset=INSTRUCTION_CHARSET),
             }
         )
 
     # ---- privileged state (for the scripted expert and tests, never the policy) ----
     @property
-    def target_position(self) -> np.ndarray:
-        return self._centres[self._target]
+    def target_position(self) -> np.ndarray | None:
+        """Centre of the shape to reach now (the last one once all are reached)."""
+        if not self._targets:
+            return None
+        return self._centres[self._targets[min(self._stage, len(self._targets) - 1)]]
 
     @property
     def effector_position(self) -> np.ndarray:
         return self._pos
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """A new scene and instruction. `options={"instruction": text}` instructs `text`
+        instead: scenes are drawn until what it names is there, and success is measured; text
+        outside the grammar is shown as it is, with nothing to reach (`info["targets"] == 0`)."""
         super().reset(seed=seed)
         rng = self.np_random
-        self._pairs = scene.sample_pairs(  # indices into PAIRS, one per target
-            rng, self.num_targets, self.shared_colours, self.instructed_pairs
-        )
-        self._target = int(rng.integers(self.num_targets))
-        if self.instructed_pairs is not None:
-            allowed = [i for i, p in enumerate(self._pairs) if p in self.instructed_pairs]
-            self._target = allowed[int(rng.integers(len(allowed)))]
+        typed = (options or {}).get("instruction")
+        if typed is None:
+            family = self.families[int(rng.integers(len(self.families)))]
+            self._text, self._family = self._draw_scene(rng, family), family
+        else:
+            self._text, self._family = str(typed), "typed"
+            self._draw_typed_scene(rng, str(typed))
+        self._pos = scene.sample_start(rng, self._centres, self.min_separation)
+        self._vel = np.zeros(2, dtype=np.float32)
+        self._elapsed, self._stage = 0, 0
+        self._render_scene()
+        self._distance = self._target_distance()
+        return self._get_obs(), self._get_info()
+
+    def _sample_scene(self, rng) -> None:
+        self._pairs = scene.sample_pairs(rng, self.num_targets, self.shared_colours)
         self._centres = scene.sample_centres(
             rng, self.num_targets, self._margin, self.min_separation
         )
-        self._pos = scene.sample_start(rng, self._centres, self.min_separation)
-        self._vel = np.zeros(2, dtype=np.float32)
-        self._elapsed = 0
-        colour, shape = PAIRS[self._pairs[self._target]]
-        self._instruction = sample_instruction(rng, colour, shape)
-        self._scene = render.draw_scene(
-            self.image_size,
-            [PAIRS[p][1] for p in self._pairs],
-            [COLOURS[PAIRS[p][0]] for p in self._pairs],
-            self._centres,
-            self.target_size / 2,
+
+    def _draw_scene(self, rng, family: str) -> str:
+        """Draws scenes until `family` has an instruction for one under the split; its text."""
+        words = relation_words(self.split) if family == "relation" else None
+        word = words[int(rng.integers(len(words)))] if words else None
+        for _ in range(MAX_SCENE_DRAWS):
+            self._sample_scene(rng)
+            groups = candidates(family, self._pairs, self._centres, self.split)
+            keys = [word] if word in groups else [] if word else list(groups)
+            if keys:
+                group = groups[keys[int(rng.integers(len(keys)))]]
+                referents, self._targets = group[int(rng.integers(len(group)))]
+                verbs = self.split.verbs()
+                return text(Instruction(verbs[int(rng.integers(len(verbs)))], referents))
+        raise RuntimeError(
+            f"no scene in {MAX_SCENE_DRAWS} draws has a {family} instruction of split "
+            f"{self.split.name!r} with num_targets={self.num_targets}"
         )
-        self._distance = self._target_distance()
-        return self._get_obs(), self._get_info()
+
+    def _draw_typed_scene(self, rng, typed: str) -> None:
+        try:
+            referents = parse(typed).referents
+        except GrammarError:
+            referents = ()
+        for _ in range(MAX_SCENE_DRAWS):
+            self._sample_scene(rng)
+            targets = [resolve(r, self._pairs, self._centres) for r in referents]
+            if None not in targets and len(set(targets)) == len(targets):
+                self._targets = tuple(targets)
+                if referents:
+                    self._family = family_of(referents)
+                return
+        raise RuntimeError(f"no scene in {MAX_SCENE_DRAWS} draws has what {typed!r} names")
 
     def step(self, action):
         action = np.asarray(action, dtype=np.float32)
@@ -193,42 +220,66 @@ class ReachEnv(gym.Env):
 
         previous = self._distance
         self._distance = self._target_distance()
-        terminated = self._distance <= self.success_radius
-        truncated = not terminated and self._elapsed >= self.max_episode_steps
         reward = (previous - self._distance) / self.max_step
+        if self._targets and self._distance <= self.success_radius:
+            self._stage += 1  # reached: the next shape of the chain is the one to reach now
+            if self._stage < len(self._targets):
+                self._render_scene()  # the reached shape is drawn dimmed from now on
+                self._distance = self._target_distance()
+        terminated = bool(self._targets) and self._stage == len(self._targets)
         if terminated:
             reward += self.success_bonus
-        return self._get_obs(), float(reward), bool(terminated), bool(truncated), self._get_info()
+        limit = self.max_episode_steps * max(len(self._targets), 1)
+        truncated = not terminated and self._elapsed >= limit
+        return self._get_obs(), float(reward), terminated, truncated, self._get_info()
 
     def render(self):
         if self.render_mode != "rgb_array":
             return None
-        frame = render.draw_scene(
-            self.render_size,
-            [PAIRS[p][1] for p in self._pairs],
-            [COLOURS[PAIRS[p][0]] for p in self._pairs],
-            self._centres,
-            self.target_size / 2,
-        )
+        frame = self._draw(self.render_size)
         # the success radius as a faint ring around the effector, for people watching
         render.draw_disc(frame, self._pos, self.success_radius, colour=(90, 90, 110))
         render.draw_disc(frame, self._pos, self._effector_radius)
         return frame
 
     # ---- helpers ----
+    def _draw(self, size: int) -> np.ndarray:
+        """The shapes on the floor, those already reached dimmed."""
+        reached = set(self._targets[: self._stage])
+        colours = [
+            render.dimmed(COLOURS[PAIRS[p][0]]) if i in reached else COLOURS[PAIRS[p][0]]
+            for i, p in enumerate(self._pairs)
+        ]
+        shapes = [PAIRS[p][1] for p in self._pairs]
+        return render.draw_scene(
+            size, shapes, colours, self._centres, self.target_size / 2, self.background
+        )
+
+    def _render_scene(self) -> None:
+        self._scene = self._draw(self.image_size)
+
     def _get_obs(self) -> dict:
         image = self._scene.copy()
         render.draw_disc(image, self._pos, self._effector_radius)
+        if self.pixel_noise > 0:
+            noise = self.np_random.normal(0.0, self.pixel_noise, image.shape)
+            image = np.clip(image + noise, 0, 255).astype(np.uint8)
         state = np.concatenate([self._pos, self._vel]).astype(np.float32)
-        return {IMAGE: image, STATE: state, INSTRUCTION: self._instruction}
+        return {IMAGE: image, STATE: state, INSTRUCTION: self._text}
 
     def _get_info(self) -> dict:
+        now = self._targets[min(self._stage, len(self._targets) - 1)] if self._targets else -1
         return {
-            "target_index": self._target,
-            "target_pair": self._pairs[self._target],
+            "family": self._family,
+            "targets": len(self._targets),
+            "targets_reached": self._stage,
+            "target_index": now,
+            "target_pair": self._pairs[now] if now >= 0 else -1,
+            "first_target_pair": self._pairs[self._targets[0]] if self._targets else -1,
             "distance": float(self._distance),
-            "is_success": bool(self._distance <= self.success_radius),
+            "is_success": bool(self._targets) and self._stage == len(self._targets),
         }
 
     def _target_distance(self) -> float:
-        return float(np.linalg.norm(self._pos - self._centres[self._target]))
+        target = self.target_position
+        return 0.0 if target is None else float(np.linalg.norm(self._pos - target))

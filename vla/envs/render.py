@@ -12,6 +12,7 @@ import numpy as np
 
 BACKGROUND = (24, 24, 32)
 EFFECTOR = (255, 255, 255)
+REACHED_BRIGHTNESS = 0.4  # a shape already reached (in a sequence) keeps its hue, dimmed
 
 
 @functools.lru_cache(maxsize=8)
@@ -43,13 +44,19 @@ def draw_scene(
     colours: list[tuple[int, int, int]],
     centres: np.ndarray,
     half: float,
+    background: tuple[int, int, int] = BACKGROUND,
 ) -> np.ndarray:
-    """The static part of a frame: background and targets. Returns uint8 [S,S,3]."""
+    """The static part of a frame: background and shapes. Returns uint8 [S,S,3]."""
     image = np.empty((size, size, 3), dtype=np.uint8)
-    image[:] = BACKGROUND
+    image[:] = background
     for shape, colour, centre in zip(shapes, colours, centres, strict=True):
         image[shape_mask(shape, centre, half, size)] = colour
     return image
+
+
+def dimmed(colour: tuple[int, int, int]) -> tuple[int, int, int]:
+    """How a shape that has been reached is drawn."""
+    return tuple(round(c * REACHED_BRIGHTNESS) for c in colour)
 
 
 def draw_disc(image: np.ndarray, centre: np.ndarray, radius: float, colour=EFFECTOR) -> None:

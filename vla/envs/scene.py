@@ -3,38 +3,20 @@ targets sit, and where the effector starts. The order of draws is part of each s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from vla.envs.instructions import COLOURS, PAIRS
+from vla.envs.grammar import COLOURS, PAIRS
 
 
-def sample_pairs(
-    rng: np.random.Generator,
-    num_targets: int,
-    shared_colours: bool,
-    instructed_pairs: Sequence[int] | None,
-) -> list[int]:
-    """Distinct pairs (indices into PAIRS), one per target; colours distinct unless shared,
-    and at least one pair among `instructed_pairs` when that is set."""
+def sample_pairs(rng: np.random.Generator, num_targets: int, shared_colours: bool) -> list[int]:
+    """Distinct pairs (indices into PAIRS), one per shape; colours distinct unless shared."""
     if shared_colours:
         pairs = rng.choice(len(PAIRS), size=num_targets, replace=False)
     else:
         colours = rng.choice(len(COLOURS), size=num_targets, replace=False)
         shapes = rng.integers(len(PAIRS) // len(COLOURS), size=num_targets)
         pairs = colours * (len(PAIRS) // len(COLOURS)) + shapes
-    pairs = [int(p) for p in pairs]
-    if instructed_pairs is not None and not set(pairs) & set(instructed_pairs):
-        # make one target an instructable pair, keeping the scene's colour rule
-        choices = [
-            p
-            for p in instructed_pairs
-            if p not in pairs[1:]
-            and (shared_colours or PAIRS[p][0] not in {PAIRS[q][0] for q in pairs[1:]})
-        ]
-        pairs[0] = int(choices[int(rng.integers(len(choices)))])
-    return pairs
+    return [int(p) for p in pairs]
 
 
 def sample_centres(

@@ -7,7 +7,7 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     h   attention heads; in image code, rows of the patch grid (w: its columns)
     H,W image height and width in pixels; c image channels (3 RGB, +2 coordinate channels)
     p1, p2  pixel rows / columns inside one patch (P = patch_size); Np = number of patches
-    l   instruction words (L = the tokenizer's max_len)
+    l   instruction words (L <= the tokenizer's max_len: the longest instruction of a batch)
     s   state dims (S = 4: effector x, y, vx, vy)
     r   readout (action-query) tokens
     k   steps of an action chunk (K = chunk_size)

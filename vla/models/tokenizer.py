@@ -1,38 +1,35 @@
 """Word-level tokenizer whose vocabulary travels inside the model's state_dict.
 
 The task's grammar is closed, so the vocabulary is known before any data exists
-(`vla.envs.instructions.vocabulary`). Storing it with the weights (as plain lists and ints,
+(`vla.envs.grammar.vocabulary`). Storing it with the weights (as plain lists and ints,
 which `torch.load(weights_only=True)` accepts) means a checkpoint always turns text into the
 same ids it was trained on, even if the grammar later grows.
 
-    "Reach the red circle!" -> ["reach", "the", "red", "circle"] -> [9, 12, 10, 3, 0, 0, 0, 0]
-                               lowercase, strip punctuation      ids, PAD-padded to max_len (8)
+    ["Reach the red circle!", "go to the blue square"]
+        -> [["reach", "the", "red", "circle"], ["go", "to", "the", "blue", "square"]]
+           lowercase, strip punctuation
+        -> [[18, 24, 19, 7, 0], [9, 26, 24, 5, 23]]
+           ids, PAD-padded to the longest instruction of the batch (at most max_len words)
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
 
-from vla.envs import instructions
+from vla.envs import grammar
+from vla.envs.grammar import split_words
 
 PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
-_PUNCTUATION = re.compile(r"[^\w\s]")
 
 
 def default_vocabulary() -> list[str]:
     """["<pad>", "<unk>"] + every word of the task's grammar, in a fixed order."""
-    return [PAD, UNK, *instructions.vocabulary()]
-
-
-def split_words(text: str) -> list[str]:
-    """Lowercase, drop punctuation, split on whitespace."""
-    return _PUNCTUATION.sub(" ", text.lower()).split()
+    return [PAD, UNK, *grammar.vocabulary()]
 
 
 class Tokenizer(nn.Module):
@@ -50,7 +47,7 @@ class Tokenizer(nn.Module):
         super().__init__()
         self._set_vocab(
             default_vocabulary() if vocab is None else list(vocab),
-            instructions.max_words() if max_len is None else int(max_len),
+            grammar.max_words() if max_len is None else int(max_len),
         )
 
     @classmethod
@@ -81,10 +78,12 @@ class Tokenizer(nn.Module):
             text: a string, or a list/tuple of B strings.
 
         Returns:
-            int64 [B,L] (B = 1 for a single string), L = max_len.
+            int64 [B,L] (B = 1 for a single string): L is the longest instruction's length in
+            words (at most max_len; at least 1), the others PAD-padded. PAD words are masked
+            everywhere, so a shorter L gives the same actions for less work.
         """
         texts = [text] if isinstance(text, str) else list(text)
-        rows, too_long, memo = [], [], {}  # datasets repeat a few dozen phrasings many times
+        rows, too_long, memo = [], [], {}  # datasets repeat a few hundred phrasings many times
         for t in texts:
             t = str(t)
             if t not in memo:
@@ -92,16 +91,17 @@ class Tokenizer(nn.Module):
                 if len(words) > self.max_len:
                     too_long.append(t)
                     words = words[: self.max_len]
-                ids = [self.word_to_id.get(w, UNK_ID) for w in words]
-                memo[t] = ids + [PAD_ID] * (self.max_len - len(ids))
+                memo[t] = [self.word_to_id.get(w, UNK_ID) for w in words]
             rows.append(memo[t])
+        L = max([1, *(len(r) for r in rows)])
+        rows = [r + [PAD_ID] * (L - len(r)) for r in rows]
         if too_long:
             warnings.warn(
                 f"{len(too_long)} instruction(s) longer than max_len={self.max_len} words were "
                 f"truncated, e.g. {too_long[0]!r}",
                 stacklevel=2,
             )
-        return torch.tensor(rows, dtype=torch.long).reshape(len(texts), self.max_len)  # [B,L]
+        return torch.tensor(rows, dtype=torch.long).reshape(len(texts), L)  # [B,L]
 
     def decode(self, ids: Tensor | Sequence) -> list[str]:
         """Text for ids [B,L] (or one row [L]); PAD is dropped, unknown ids read as "<unk>"."""
