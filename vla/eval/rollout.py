@@ -5,6 +5,7 @@ predicts one action per query; see `vla.eval.chunking` for chunks)."""
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -14,9 +15,10 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from tqdm.auto import tqdm
 
 from vla.envs import render
-from vla.envs.instructions import PAIRS
+from vla.envs.grammar import PAIRS
 from vla.envs.reach import ReachEnv
 from vla.eval.chunking import make_executor
+from vla.eval.stats import rate_summary
 from vla.keys import IMAGE, STATE
 from vla.models.policy import VLAPolicy
 
@@ -32,26 +34,36 @@ class Rollouts:
     success: np.ndarray  # [N] bool
     steps: np.ndarray  # [N] steps until success or truncation
     queries: np.ndarray  # [N] policy queries (predicted chunks) the episode used
-    target_pair: np.ndarray  # [N] index into PAIRS
+    target_pair: np.ndarray  # [N] index into PAIRS of the (first) shape to reach; -1: none
+    families: np.ndarray  # [N] str: the instruction's family ("typed" if outside the grammar)
     instructions: list[str]
     frames: list[list[np.ndarray]] = field(default_factory=list)  # render frames per episode
 
     def metrics(self) -> dict:
-        by_colour, by_shape = {}, {}
-        for key, pick in ((by_colour, 0), (by_shape, 1)):
-            names = np.array([PAIRS[p][pick] for p in self.target_pair])
-            for name in sorted(set(names)):
-                key[name] = float(self.success[names == name].mean())
+        """Success with its 95% interval and episode count, overall and by family, colour and
+        shape of the (first) shape to reach; mean steps and policy queries."""
+        breakdowns = {"family": np.asarray(self.families, dtype=str)}
+        for key, pick in (("colour", 0), ("shape", 1)):
+            breakdowns[key] = np.array(
+                [PAIRS[p][pick] if p >= 0 else "-" for p in self.target_pair]
+            )
+        by = {
+            f"success_by_{key}": {
+                name: rate_summary(
+                    int(self.success[names == name].sum()), int(np.sum(names == name))
+                )
+                for name in sorted(set(names))
+            }
+            for key, names in breakdowns.items()
+        }
         return {
-            "success_rate": float(self.success.mean()),
-            "num_episodes": len(self.success),
+            **rate_summary(int(self.success.sum()), len(self.success)),
             "mean_steps": float(self.steps.mean()),
             "mean_queries": float(self.queries.mean()),
             "mean_steps_success": float(self.steps[self.success].mean())
             if self.success.any()
             else None,
-            "success_by_colour": by_colour,
-            "success_by_shape": by_shape,
+            **by,
         }
 
 
@@ -113,6 +125,7 @@ def rollout(
     progress: bool = False,
     n_action_steps: int | None = None,
     temporal_ensemble_coeff: float | None = None,
+    options: dict | None = None,
 ) -> Rollouts:
     """Runs `num_episodes` episodes with seeds `seed, seed+1, ...` in waves of `num_envs`.
 
@@ -122,6 +135,7 @@ def rollout(
         n_action_steps: actions executed per predicted chunk (None: the policy's own).
         temporal_ensemble_coeff: query every step and blend the overlapping chunks with
             weights exp(-m * i), oldest first (ACT); None executes chunks as they come.
+        options: passed to every episode's reset (e.g. {"instruction": text}: instruct that).
     """
     if num_episodes < 1:
         raise ValueError(f"eval.num_episodes={num_episodes} must be >= 1")
@@ -132,26 +146,25 @@ def rollout(
     was_training = policy.training
     policy.eval()
     make = functools.partial(ReachEnv, **{**env_kwargs, "render_mode": "rgb_array"})
-    max_steps = make().max_episode_steps
-    out = dict(success=[], steps=[], queries=[], target_pair=[], instructions=[])
+    out = dict(success=[], steps=[], queries=[], target_pair=[], families=[], instructions=[])
     frames: list[list[np.ndarray]] = []
     bar = tqdm(total=num_episodes, desc="rollouts", unit="ep", disable=not progress)
     for start in range(0, num_episodes, num_envs):
         n = min(num_envs, num_episodes - start)
         envs = SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.DISABLED, copy=False)
-        obs, info = envs.reset(seed=[seed + start + i for i in range(n)])
+        obs, info = envs.reset(seed=[seed + start + i for i in range(n)], options=options)
         texts = list(obs["instruction"])
         tokens = policy.tokenizer.encode(texts).to(device)  # fixed for the episode
         keep = min(max(record - start, 0), n)
         wave_frames = [[envs.envs[i].render()] for i in range(keep)]
         done = np.zeros(n, dtype=bool)
         success = np.zeros(n, dtype=bool)
-        steps = np.full(n, max_steps)
+        steps = np.zeros(n, dtype=np.int64)
         queries = np.zeros(n, dtype=np.int64)
         executor = make_executor(
             n, policy.chunk_size, policy.action_dim, n_action_steps, temporal_ensemble_coeff
         )
-        for t in range(max_steps):
+        for t in itertools.count():  # every episode ends: the env truncates it
             active = np.flatnonzero(~done)  # finished episodes need no more inference
             ask = active[executor.needs_query()[active]]  # envs whose queue ran out
             if len(ask):
@@ -182,7 +195,8 @@ def rollout(
         out["success"].append(success)
         out["steps"].append(steps)
         out["queries"].append(queries)
-        out["target_pair"].append(np.asarray(info["target_pair"]))
+        out["target_pair"].append(np.asarray(info["first_target_pair"]))
+        out["families"].append(np.asarray(info["family"], dtype=str))
         out["instructions"] += texts
         frames += wave_frames
         bar.update(n)
@@ -194,6 +208,7 @@ def rollout(
         steps=np.concatenate(out["steps"]),
         queries=np.concatenate(out["queries"]),
         target_pair=np.concatenate(out["target_pair"]),
+        families=np.concatenate(out["families"]),
         instructions=out["instructions"],
         frames=frames,
     )

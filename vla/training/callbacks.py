@@ -13,6 +13,7 @@ from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
+from vla.eval.stats import format_rate
 from vla.eval.video import add_gif, annotate, shrink
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,9 @@ class RolloutEval(L.Callback):
     How often validation runs is the trainer's `val_check_interval` (the recipe validates
     every N optimisation steps, so curves resolve minutes, not epochs).
 
-    `history` keeps every evaluation as {"step", "time" (unix seconds), "success_rate"}: the
-    learning curve that `train` writes to metrics.json and `scripts/study.py` plots.
+    `history` keeps every evaluation as {"step", "time" (unix seconds), "success_rate",
+    "num_episodes"}: the learning curve that `train` writes to metrics.json (with 95% intervals)
+    and `scripts/study.py` plots.
 
     Args:
         env: the env config to evaluate in (kwargs of ReachEnv).
@@ -88,21 +90,32 @@ class RolloutEval(L.Callback):
             metrics = result.metrics()
             self.last_success_rate = metrics["success_rate"]
             pl_module.log("eval/mean_steps", metrics["mean_steps"], rank_zero_only=True)
+            families = metrics["success_by_family"]
+            for family, rate in families.items() if len(families) > 1 else ():
+                pl_module.log(f"eval/family/{family}", rate["success_rate"], rank_zero_only=True)
             pl_module.log("eval/seconds", time.perf_counter() - start, rank_zero_only=True)
             self._log_frames(trainer, result, pl_module.policy)
         self.last_success_rate = trainer.strategy.broadcast(self.last_success_rate, src=0)
         pl_module.log("eval/success_rate", self.last_success_rate, prog_bar=True)
         self.history.append(
-            dict(step=trainer.global_step, time=time.time(), success_rate=self.last_success_rate)
+            dict(
+                step=trainer.global_step,
+                time=time.time(),
+                success_rate=self.last_success_rate,
+                num_episodes=self.num_episodes,
+            )
         )
 
     def _log_frames(self, trainer: L.Trainer, result, policy) -> None:
         """The evaluation's record: a log line, and in TensorBoard the recorded episodes as
         captioned GIFs (outcome marked on the last frame) and the readout's attention map."""
         m = result.metrics()
+        families = m["success_by_family"]
+        by_family = ", ".join(f"{k} {v['success_rate']:.0%}" for k, v in families.items())
         log.info(
-            f"rollouts at step {trainer.global_step}: success {m['success_rate']:.1%} over "
-            f"{m['num_episodes']} episodes (mean {m['mean_steps']:.1f} steps)"
+            f"rollouts at step {trainer.global_step}: success "
+            f"{format_rate(m['success_rate'], m['num_episodes'], m['ci95'])} episodes "
+            f"(mean {m['mean_steps']:.1f} steps{'; ' + by_family if len(families) > 1 else ''})"
         )
         for logger in trainer.loggers:
             if isinstance(logger, TensorBoardLogger) and result.frames:

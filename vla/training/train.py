@@ -18,6 +18,7 @@ from vla.data.dataset import dataset_path
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.eval.rollout import rollout
+from vla.eval.stats import format_rate, rate_summary
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
 from vla.training.module import BCModule
@@ -135,9 +136,10 @@ def train(cfg: DictConfig) -> dict:
     )
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     smoke = " (debug=fast: a smoke run of a few steps, not a trained policy)"
+    rate = format_rate(metrics["success_rate"], metrics["num_episodes"], metrics["ci95"])
     log.info(
-        f"success rate {metrics['success_rate']:.1%} over {metrics['num_episodes']} episodes "
-        f"(mean {metrics['mean_steps']:.1f} steps) | wall time {metrics['timings']['total_s']:.0f}s"
+        f"success rate {rate} test episodes (95% interval; mean {metrics['mean_steps']:.1f} "
+        f"steps) | wall time {metrics['timings']['total_s']:.0f}s"
         f"{smoke if cfg.get('smoke_test') else ''}"
     )
     log.info(f"best checkpoint: {metrics['best_checkpoint']}")
@@ -175,11 +177,15 @@ def learning_curve(callbacks, start_unix: float, final: dict) -> list[dict]:
     collection included): the training-time evaluations, then the final one."""
     history = next((c.history for c in callbacks if isinstance(c, RolloutEval)), [])
     curve = [
-        dict(step=h["step"], seconds=h["time"] - start_unix, success_rate=h["success_rate"])
+        dict(
+            step=h["step"],
+            seconds=h["time"] - start_unix,
+            **rate_summary(round(h["success_rate"] * h["num_episodes"]), h["num_episodes"]),
+        )
         for h in history
     ]
-    end = dict(step=final["global_step"], seconds=time.time() - start_unix)
-    return curve + [end | dict(success_rate=final["success_rate"], final=True)]
+    end = dict(step=final["global_step"], seconds=time.time() - start_unix, final=True)
+    return curve + [end | {k: final[k] for k in ("success_rate", "num_episodes", "ci95")}]
 
 
 def _best_checkpoint(callbacks) -> str | None:
