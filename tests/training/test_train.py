@@ -31,7 +31,7 @@ GROUPS = {
     "logger": ["tensorboard"],
     "callbacks": ["default"],
     "debug": ["fast"],
-    "experiment": ["shared_colours", "tiny_quick", "held_out"],
+    "experiment": ["shared_colours", "tiny_quick", "suite"],
 }
 
 
@@ -51,7 +51,7 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
     [
         ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 3}),
         ("tiny_quick", {"model.d_model": 64, "model.depth": 2}),
-        ("held_out", {"env.instructed_pairs": [1, 2, 3, 5, 6, 7, 9, 10, 11]}),
+        ("suite", {"env.families": ["name", "attribute", "relation", "sequence"]}),
     ],
 )
 def test_experiments_change_only_what_they_name(compose_cfg, tmp_path, experiment, changed):

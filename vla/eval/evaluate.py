@@ -1,4 +1,5 @@
-"""evaluate(cfg): rollouts of a checkpoint's policy; a table, metrics.json and GIFs."""
+"""evaluate(cfg): rollouts of a checkpoint's policy; a table, metrics.json and GIFs; or, with
+`suite=levels`, the generalisation suite (`vla.eval.suite`)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import json
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
-from vla.envs.instructions import PAIRS
+from vla.envs.config import env_changes
+from vla.envs.grammar import GrammarError, parse, split_words
+from vla.envs.reach import ReachEnv
 from vla.eval.rollout import ABLATIONS, check_ablations, check_chunking, rollout
 from vla.eval.run_folder import resolve_ckpt_path
+from vla.eval.stats import format_rate
+from vla.eval.suite import run_suite, select_levels
 from vla.eval.video import annotate, save_gif, save_mp4
 from vla.runtime import configure_torch
 
@@ -20,21 +25,38 @@ log = logging.getLogger(__name__)
 
 
 def evaluate(cfg: DictConfig) -> dict:
-    """Evaluates `cfg.ckpt_path`; returns the metrics also written to <run>/metrics.json."""
+    """Evaluates `cfg.ckpt_path`; returns the metrics also written to <run>/metrics.json (or,
+    with `suite=levels`, the suite's summary, also in <run>/suite.json)."""
     n, seed = cfg.eval.num_episodes, cfg.eval.seed
     if n is None or n <= 0:
         raise ValueError(f"eval.num_episodes={n} must be > 0")
     check_seeds("test", seed, n, "eval.seed")
     ablate = check_ablations(list(cfg.eval.ablate))
+    suite = cfg.get("suite")
+    levels = select_levels(suite.levels, suite.get("only")) if suite else None
     configure_torch(cfg.get("threads"))
     ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
     policy, env_kwargs = load_policy(ckpt_path)
-    env_kwargs.update(OmegaConf.to_container(cfg.env, resolve=True) or {})
-    env_kwargs = split_env(env_kwargs, cfg.eval.get("split", "all"))
+    env_kwargs.update(env_changes(cfg.env))
+    ReachEnv(**env_kwargs)  # a bad env value fails here, before any rollout
     coeff = cfg.eval.get("temporal_ensemble_coeff")
     n_action_steps = check_chunking(policy, cfg.eval.get("n_action_steps"), coeff)
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    chunking = dict(n_action_steps=n_action_steps, temporal_ensemble_coeff=coeff)
+    if levels is not None:
+        return run_suite(
+            policy,
+            env_kwargs,
+            levels,
+            out_dir,
+            num_episodes=n,
+            seed=seed,
+            num_envs=cfg.eval.num_envs,
+            **chunking,
+        )
+    typed = cfg.eval.get("instruction")
+    options = {"instruction": check_instruction(policy, typed)} if typed else None
 
     runs = {"+".join(ablate) or "none": ablate}
     if cfg.eval.get("ablation_table"):
@@ -51,15 +73,15 @@ def evaluate(cfg: DictConfig) -> dict:
             record=record,
             ablate=ablation,
             progress=True,
-            n_action_steps=n_action_steps,
-            temporal_ensemble_coeff=coeff,
+            options=options,
+            **chunking,
         )
         results[name] = result
     first_name, first = next(iter(results.items()))
     metrics = first.metrics() | {
         "ckpt_path": str(ckpt_path),
         "ablate": list(ablate),
-        "split": cfg.eval.get("split", "all"),
+        "instruction": typed,
         "env": env_kwargs,
         "seed": seed,
         "chunk_size": policy.chunk_size,
@@ -67,7 +89,12 @@ def evaluate(cfg: DictConfig) -> dict:
         "temporal_ensemble_coeff": coeff,
     }
     if len(results) > 1:
-        metrics["ablations"] = {k: r.metrics()["success_rate"] for k, r in results.items()}
+        metrics["ablations"] = {
+            k: {key: r.metrics()[key] for key in ("success_rate", "ci95", "num_episodes")}
+            for k, r in results.items()
+        }
+    if typed and "typed" in first.families:  # nothing to reach: no success to report
+        metrics["success_rate"] = metrics["ci95"] = None
     gifs, mp4s = [], []
     for i, frames in enumerate(first.frames):
         ok = bool(first.success[i])
@@ -83,33 +110,46 @@ def evaluate(cfg: DictConfig) -> dict:
     return metrics
 
 
-def split_env(env_kwargs: dict, split: str) -> dict:
-    """The env for an evaluation split: "all" as trained, or "held_out": instruct only the
-    colour+shape pairs the training demonstrations never instructed."""
-    if split == "all":
-        return env_kwargs
-    if split != "held_out":
-        raise ValueError(f"eval.split={split!r} must be 'all' or 'held_out'")
-    trained = env_kwargs.get("instructed_pairs")
-    if trained is None:
-        raise ValueError(
-            "eval.split=held_out needs a checkpoint trained with env.instructed_pairs set "
-            "(e.g. experiment=held_out); this one was trained on every pair"
+def check_instruction(policy, text: str) -> str:
+    """A typed instruction for `eval.instruction`: says in one line which of its words the
+    policy has never seen (they are read as <unk>) and whether the task's grammar reads it (if
+    not, its episodes have nothing to reach and no success rate)."""
+    vocab = set(policy.tokenizer.vocab)
+    unknown = [w for w in split_words(text) if w not in vocab]
+    if unknown:
+        log.info(
+            f"eval.instruction: words outside the policy's vocabulary, read as <unk>: {unknown}"
         )
-    held_out = [p for p in range(len(PAIRS)) if p not in set(trained)]
-    return {**env_kwargs, "instructed_pairs": held_out}
+    try:
+        parse(text)
+    except GrammarError as e:
+        log.info(
+            f"eval.instruction: not in the task's grammar ({e}); episodes have nothing to "
+            "reach, so no success rate is reported, only the recorded rollouts"
+        )
+    return text
 
 
 def format_table(metrics: dict, results: dict) -> str:
+    """Success with its 95% interval and episode count, overall and by family, colour and
+    shape; steps and queries; the ablations side by side."""
+
+    def rate(m: dict) -> str:
+        return (
+            "n/a"
+            if m["success_rate"] is None
+            else format_rate(m["success_rate"], m["num_episodes"], m["ci95"])
+        )
+
     rows = [
-        ("episodes", f"{metrics['num_episodes']}"),
-        ("success rate", f"{metrics['success_rate']:.1%}"),
+        ("success rate", rate(metrics)),
         ("mean steps", f"{metrics['mean_steps']:.1f}"),
         ("mean queries", f"{metrics['mean_queries']:.1f}"),
     ]
-    rows += [(f"  colour {k}", f"{v:.1%}") for k, v in metrics["success_by_colour"].items()]
-    rows += [(f"  shape {k}", f"{v:.1%}") for k, v in metrics["success_by_shape"].items()]
+    if metrics["success_rate"] is not None:
+        for key in ("family", "colour", "shape"):
+            rows += [(f"  {key} {k}", rate(v)) for k, v in metrics[f"success_by_{key}"].items()]
     if len(results) > 1:
-        rows += [(f"ablate {k}", f"{r.metrics()['success_rate']:.1%}") for k, r in results.items()]
+        rows += [(f"ablate {k}", rate(r.metrics())) for k, r in results.items()]
     width = max(len(k) for k, _ in rows)
-    return "\n".join(f"{k:<{width}}  {v:>8}" for k, v in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)

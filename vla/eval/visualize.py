@@ -10,11 +10,12 @@ import logging
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from PIL import Image
 
 from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
+from vla.envs.config import env_changes
 from vla.envs.reach import ReachEnv
 from vla.eval.attention import episode_attention_figures
 from vla.eval.run_folder import resolve_ckpt_path
@@ -35,7 +36,7 @@ def visualize(cfg: DictConfig) -> list[Path]:
     configure_torch()
     ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
     policy, env_kwargs = load_policy(ckpt_path)
-    env_kwargs.update(OmegaConf.to_container(cfg.env, resolve=True) or {})
+    env_kwargs.update(env_changes(cfg.env))
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     env = ReachEnv(**{**env_kwargs, "render_mode": "rgb_array"})
