@@ -24,25 +24,13 @@ from gymnasium import spaces
 
 from vla.envs import render, scene
 from vla.envs.config import check_env_args
-from vla.envs.families import Split, candidates, family_of, relation_words
-from vla.envs.grammar import (
-    COLOURS,
-    HELD_OUT_PAIRS,
-    HELD_OUT_RELATIONS,
-    HELD_OUT_VERBS,
-    PAIRS,
-    GrammarError,
-    Instruction,
-    parse,
-    text,
-)
-from vla.envs.referents import resolve
+from vla.envs.families import Split
+from vla.envs.grammar import COLOURS, HELD_OUT_PAIRS, HELD_OUT_RELATIONS, HELD_OUT_VERBS, PAIRS
 from vla.keys import IMAGE, INSTRUCTION, STATE
 
 STATE_DIM = 4
 ACTION_DIM = 2
 INSTRUCTION_CHARSET = string.ascii_lowercase + " "
-MAX_SCENE_DRAWS = 500  # scenes drawn for an instruction before the env gives up
 
 
 class ReachEnv(gym.Env):
@@ -153,57 +141,22 @@ class ReachEnv(gym.Env):
         super().reset(seed=seed)
         rng = self.np_random
         typed = (options or {}).get("instruction")
+        layout = scene.Layout(
+            self.num_targets, self.shared_colours, self._margin, self.min_separation
+        )
         if typed is None:
             family = self.families[int(rng.integers(len(self.families)))]
-            self._text, self._family = self._draw_scene(rng, family), family
+            drawn = scene.instructed_scene(rng, family, self.split, layout)
         else:
-            self._text, self._family = str(typed), "typed"
-            self._draw_typed_scene(rng, str(typed))
+            drawn = scene.typed_scene(rng, str(typed), layout)
+        self._pairs, self._centres, self._targets = drawn.pairs, drawn.centres, drawn.targets
+        self._text, self._family = drawn.text, drawn.family
         self._pos = scene.sample_start(rng, self._centres, self.min_separation)
         self._vel = np.zeros(2, dtype=np.float32)
         self._elapsed, self._stage = 0, 0
         self._render_scene()
         self._distance = self._target_distance()
         return self._get_obs(), self._get_info()
-
-    def _sample_scene(self, rng) -> None:
-        self._pairs = scene.sample_pairs(rng, self.num_targets, self.shared_colours)
-        self._centres = scene.sample_centres(
-            rng, self.num_targets, self._margin, self.min_separation
-        )
-
-    def _draw_scene(self, rng, family: str) -> str:
-        """Draws scenes until `family` has an instruction for one under the split; its text."""
-        words = relation_words(self.split) if family == "relation" else None
-        word = words[int(rng.integers(len(words)))] if words else None
-        for _ in range(MAX_SCENE_DRAWS):
-            self._sample_scene(rng)
-            groups = candidates(family, self._pairs, self._centres, self.split)
-            keys = [word] if word in groups else [] if word else list(groups)
-            if keys:
-                group = groups[keys[int(rng.integers(len(keys)))]]
-                referents, self._targets = group[int(rng.integers(len(group)))]
-                verbs = self.split.verbs()
-                return text(Instruction(verbs[int(rng.integers(len(verbs)))], referents))
-        raise RuntimeError(
-            f"no scene in {MAX_SCENE_DRAWS} draws has a {family} instruction of split "
-            f"{self.split.name!r} with num_targets={self.num_targets}"
-        )
-
-    def _draw_typed_scene(self, rng, typed: str) -> None:
-        try:
-            referents = parse(typed).referents
-        except GrammarError:
-            referents = ()
-        for _ in range(MAX_SCENE_DRAWS):
-            self._sample_scene(rng)
-            targets = [resolve(r, self._pairs, self._centres) for r in referents]
-            if None not in targets and len(set(targets)) == len(targets):
-                self._targets = tuple(targets)
-                if referents:
-                    self._family = family_of(referents)
-                return
-        raise RuntimeError(f"no scene in {MAX_SCENE_DRAWS} draws has what {typed!r} names")
 
     def step(self, action):
         action = np.asarray(action, dtype=np.float32)
@@ -240,7 +193,9 @@ class ReachEnv(gym.Env):
         # the success radius as a faint ring around the effector, for people watching
         render.draw_disc(frame, self._pos, self.success_radius, colour=(90, 90, 110))
         render.draw_disc(frame, self._pos, self._effector_radius)
-        return frame
+        # noise like the policy's, drawn from a generator of its own: watching an episode
+        # must not change it
+        return self._noisy(frame, np.random.default_rng(self._elapsed))
 
     # ---- helpers ----
     def _draw(self, size: int) -> np.ndarray:
@@ -261,11 +216,15 @@ class ReachEnv(gym.Env):
     def _get_obs(self) -> dict:
         image = self._scene.copy()
         render.draw_disc(image, self._pos, self._effector_radius)
-        if self.pixel_noise > 0:
-            noise = self.np_random.normal(0.0, self.pixel_noise, image.shape)
-            image = np.clip(image + noise, 0, 255).astype(np.uint8)
+        image = self._noisy(image, self.np_random)
         state = np.concatenate([self._pos, self._vel]).astype(np.float32)
         return {IMAGE: image, STATE: state, INSTRUCTION: self._text}
+
+    def _noisy(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.pixel_noise == 0:
+            return image
+        noise = rng.normal(0.0, self.pixel_noise, image.shape)
+        return np.clip(image + noise, 0, 255).astype(np.uint8)
 
     def _get_info(self) -> dict:
         now = self._targets[min(self._stage, len(self._targets) - 1)] if self._targets else -1

@@ -1,11 +1,81 @@
-"""Drawing a scene from the env's random generator: which colour+shape pairs appear, where the
-targets sit, and where the effector starts. The order of draws is part of each seed's episode."""
+"""Drawing a scene from the env's random generator: which colour+shape pairs appear, where they
+sit, what the instruction names and where the effector starts. The order of draws is part of
+each seed's episode."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from vla.envs.grammar import COLOURS, PAIRS
+from vla.envs.families import Split, candidates, family_of, relation_words
+from vla.envs.grammar import COLOURS, PAIRS, GrammarError, Instruction, parse, text
+from vla.envs.referents import resolve
+
+MAX_SCENE_DRAWS = 500  # scenes drawn for an instruction before giving up
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a scene's shapes are laid out (the env's values)."""
+
+    num_targets: int
+    shared_colours: bool
+    margin: float  # centres stay this far inside the arena
+    min_separation: float
+
+
+@dataclass(frozen=True)
+class Scene:
+    pairs: list[int]  # indices into PAIRS, one per shape
+    centres: np.ndarray  # [K,2] arena units
+    targets: tuple[int, ...]  # the shapes to reach, in order (none: the text names nothing)
+    text: str  # the instruction
+    family: str  # its family ("typed" if outside the grammar)
+
+
+def instructed_scene(rng: np.random.Generator, family: str, split: Split, layout: Layout) -> Scene:
+    """Draws scenes until `family` has an instruction for one under `split`, then draws one
+    of its instructions (a relation word first, so every word is as common; see
+    `vla.envs.families`) and a phrasing."""
+    words = relation_words(split) if family == "relation" else None
+    word = words[int(rng.integers(len(words)))] if words else None
+    for _ in range(MAX_SCENE_DRAWS):
+        pairs, centres = _layout(rng, layout)
+        groups = candidates(family, pairs, centres, split)
+        keys = [word] if word in groups else [] if word else list(groups)
+        if keys:
+            group = groups[keys[int(rng.integers(len(keys)))]]
+            referents, targets = group[int(rng.integers(len(group)))]
+            verbs = split.verbs()
+            phrase = text(Instruction(verbs[int(rng.integers(len(verbs)))], referents))
+            return Scene(pairs, centres, targets, phrase, family)
+    raise RuntimeError(
+        f"no scene in {MAX_SCENE_DRAWS} draws has a {family} instruction of split "
+        f"{split.name!r} with num_targets={layout.num_targets}"
+    )
+
+
+def typed_scene(rng: np.random.Generator, typed: str, layout: Layout) -> Scene:
+    """Draws scenes until what a typed instruction names is there (any scene, with nothing to
+    reach, for text outside the grammar)."""
+    try:
+        referents = parse(typed).referents
+    except GrammarError:
+        referents = ()
+    for _ in range(MAX_SCENE_DRAWS):
+        pairs, centres = _layout(rng, layout)
+        targets = [resolve(r, pairs, centres) for r in referents]
+        if None not in targets and len(set(targets)) == len(targets):
+            family = family_of(referents) if referents else "typed"
+            return Scene(pairs, centres, tuple(targets), typed, family)
+    raise RuntimeError(f"no scene in {MAX_SCENE_DRAWS} draws has what {typed!r} names")
+
+
+def _layout(rng: np.random.Generator, layout: Layout) -> tuple[list[int], np.ndarray]:
+    pairs = sample_pairs(rng, layout.num_targets, layout.shared_colours)
+    centres = sample_centres(rng, layout.num_targets, layout.margin, layout.min_separation)
+    return pairs, centres
 
 
 def sample_pairs(rng: np.random.Generator, num_targets: int, shared_colours: bool) -> list[int]:
