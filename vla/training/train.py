@@ -17,6 +17,7 @@ from vla.data.datamodule import ReachDataModule
 from vla.data.dataset import dataset_path
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
+from vla.envs.reach import ReachEnv
 from vla.eval.rollout import rollout
 from vla.eval.stats import format_rate, rate_summary
 from vla.runtime import configure_torch
@@ -75,6 +76,7 @@ def train(cfg: DictConfig) -> dict:
     # callbacks check their own values (rollout seeds among them) before any data is made
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
+    ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
     datamodule: ReachDataModule = instantiate(
         cfg.data, env=env_kwargs, tokenize=policy.tokenizer.encode, shuffle_seed=cfg.seed
     )
