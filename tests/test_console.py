@@ -14,6 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from vla.cli import override_hints
 from vla.console import FinalLines
+from vla.errors import CheckpointError
 from vla.eval.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +99,7 @@ def test_eval_accepts_a_run_folder(fast_run, compose_cfg, tmp_path, caplog):
     assert f"using {run / 'checkpoints' / 'last.ckpt'}" in caplog.text
     (mp4,) = metrics["videos"]
     assert Path(mp4).read_bytes()[4:8] == b"ftyp"  # an MP4 container
-    with pytest.raises(FileNotFoundError, match="without checkpoints/last.ckpt"):
+    with pytest.raises(CheckpointError, match="without checkpoints/last.ckpt"):
         evaluate(compose_cfg("eval", [f"ckpt_path={tmp_path}", f"paths.output_dir={tmp_path}"]))
 
 

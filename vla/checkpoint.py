@@ -23,14 +23,11 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vla.config import instantiate
+from vla.errors import CheckpointError
 from vla.models.policy import VLAPolicy
 
 CHECKPOINT_VERSION = 1
 SAFE_PREFIX = "vla."
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, unreadable, unsafe, of another version or does not fit."""
 
 
 def vla_payload(policy_config: dict | None, env_config: dict | None) -> dict:

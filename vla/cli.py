@@ -1,5 +1,6 @@
-"""What the command-line scripts share: one clear line for bad input, no stack trace, no
-empty run folder left behind, and a hint for a mistyped override."""
+"""What the command-line scripts share: one clear line for the user's errors, no stack trace,
+no empty run folder left behind, a hint for a mistyped override; and for everything else (a
+bug) the full traceback, on the console and in the run's log file."""
 
 from __future__ import annotations
 
@@ -14,18 +15,22 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vla.console import setup_console
-from vla.data.dataset import DatasetError
+from vla.errors import UserError
 
-# Bad input from the user (a config value, a path, a file; CheckpointError is a ValueError)
-USER_ERRORS = (ValueError, FileNotFoundError, DatasetError, OmegaConfBaseException)
+# The user's to fix: our own checks, and config errors OmegaConf finds (a missing `???` value,
+# an interpolation to a key that is not there)
+USER_ERRORS = (UserError, OmegaConfBaseException)
 CONF = Path(__file__).resolve().parents[1] / "conf"
+log = logging.getLogger(__name__)
 
 
 def run_cli(fn, cfg):
-    """Runs `fn(cfg)`; bad input exits with status 2 and one line on stderr, a non-finite
-    loss with status 1, Ctrl-C with status 130 (after training saved a checkpoint).
+    """Runs `fn(cfg)`; the user's error exits with status 2 and one line on stderr, a
+    non-finite loss with status 1, Ctrl-C with status 130 (after training saved a checkpoint).
+    Any other exception is a bug: it propagates with its traceback, which also goes into the
+    run's log file.
 
-    Set VLA_DEBUG=1 to get the full traceback instead.
+    Set VLA_DEBUG=1 to get the full traceback of the user's errors too.
     """
     from vla.training.train import TrainingInterrupted
 
@@ -33,6 +38,7 @@ def run_cli(fn, cfg):
     try:
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
+        log_to_file(f"error: {e}")
         if isinstance(e, USER_ERRORS):
             remove_unstarted_run(cfg)
         if os.environ.get("VLA_DEBUG"):
@@ -40,6 +46,18 @@ def run_cli(fn, cfg):
         print(f"error: {e}", file=sys.stderr)
         code = 130 if isinstance(e, TrainingInterrupted) else 1
         sys.exit(2 if isinstance(e, USER_ERRORS) else code)
+    except Exception as e:
+        log_to_file(f"{type(e).__name__}: {e}", exc_info=sys.exc_info())
+        raise
+
+
+def log_to_file(message: str, exc_info=None) -> None:
+    """Writes a record into the run's log file only: the console gets its own copy (the one
+    line, or the traceback Hydra prints)."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, exc_info)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def remove_unstarted_run(cfg) -> Path | None:

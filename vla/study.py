@@ -20,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from vla.errors import StudyError
+
 THRESHOLDS = (0.90, 0.95, 0.98)
 IGNORED_OVERRIDES = ("seed", "hydra.", "paths.", "threads", "data.dir")
 
@@ -61,7 +63,7 @@ def load_run(metrics_path: Path) -> Run:
     run_dir = metrics_path.parent
     metrics = json.loads(metrics_path.read_text())
     if "curve" not in metrics:
-        raise ValueError(f"{metrics_path} has no learning curve (written by an older version)")
+        raise StudyError(f"{metrics_path} has no learning curve (written by an older version)")
     hydra_dir = run_dir / ".hydra"
     overrides = yaml.safe_load((hydra_dir / "overrides.yaml").read_text()) or []
     config = yaml.safe_load((hydra_dir / "config.yaml").read_text())
@@ -82,7 +84,7 @@ def find_runs(root: Path) -> list[Run]:
     """Every finished training run below `root` (a folder with metrics.json and .hydra/)."""
     paths = sorted(p for p in Path(root).rglob("metrics.json") if (p.parent / ".hydra").is_dir())
     if not paths:
-        raise FileNotFoundError(f"no training runs (metrics.json beside .hydra/) under {root}")
+        raise StudyError(f"no training runs (metrics.json beside .hydra/) under {root}")
     return [load_run(p) for p in paths]
 
 

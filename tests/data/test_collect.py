@@ -12,6 +12,7 @@ from vla.data.collect import collect
 from vla.data.dataset import DatasetError, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.data.seeds import SEED_LIMIT, SELECTION_SEED_START, TEST_SEED_START, check_seeds
+from vla.errors import SeedRangeError
 
 ENV = dict(num_targets=3, image_size=32)
 
@@ -110,7 +111,9 @@ def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
 
 
 def test_seed_ranges_are_disjoint(tmp_path):
-    with pytest.raises(ValueError, match=r"data.seed=999999995 with 10 episodes .* demonstration"):
+    with pytest.raises(
+        SeedRangeError, match=r"data.seed=999999995 with 10 episodes .* demonstration"
+    ):
         collect(ENV, tmp_path, 10, seed=TEST_SEED_START - 5, progress=False)
     cases = [  # (use, first, num, accepted)
         ("demonstration", 0, 10, True),
@@ -130,7 +133,7 @@ def test_seed_ranges_are_disjoint(tmp_path):
         if accepted:
             check_seeds(use, first, num, "key")
         else:
-            with pytest.raises(ValueError, match=f"key={first} with {num} episodes"):
+            with pytest.raises(SeedRangeError, match=f"key={first} with {num} episodes"):
                 check_seeds(use, first, num, "key")
 
 

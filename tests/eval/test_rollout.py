@@ -7,6 +7,7 @@ from vla.data.seeds import TEST_SEED_START
 from vla.envs import render
 from vla.envs.instructions import PAIRS
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.evaluate import split_env
 from vla.eval.rollout import NEUTRAL_INSTRUCTION, ablate_inputs, rollout
 
@@ -62,7 +63,7 @@ def test_rollout_feeds_the_ablated_inputs_to_the_policy(policy_env, monkeypatch)
 
 def test_unknown_ablation_is_refused(policy_env):
     policy, env = policy_env
-    with pytest.raises(ValueError, match="unknown entries"):
+    with pytest.raises(ConfigError, match="unknown entries"):
         rollout(policy, env, 1, TEST_SEED_START, ablate=["smell"])
 
 
@@ -74,7 +75,7 @@ def test_held_out_split_never_instructs_a_training_pair():
     for seed in range(TEST_SEED_START, TEST_SEED_START + 300):
         _, info = env.reset(seed=seed)
         assert info["target_pair"] not in trained
-    with pytest.raises(ValueError, match="instructed_pairs"):
+    with pytest.raises(ConfigError, match="instructed_pairs"):
         split_env({"num_targets": 3, "instructed_pairs": None}, "held_out")
 
 

@@ -4,6 +4,7 @@ initialisation, and gradients through a whole policy."""
 import pytest
 import torch
 
+from vla.errors import ConfigError
 from vla.models.keypoints import KeypointEncoder, make_keypoints
 from vla.models.readout import Readout
 from vla.models.transformer import TransformerEncoder
@@ -52,9 +53,9 @@ def test_keypoints_refuse_a_wrong_image_and_zero_means_none():
         enc(torch.zeros(1, 32, 32, 3), torch.zeros(1, 16))
     with pytest.raises(ValueError, match="needs `cond`"):
         enc(torch.zeros(1, 48, 48, 3))
-    with pytest.raises(ValueError, match="num_keypoints=-1"):
+    with pytest.raises(ConfigError, match="num_keypoints=-1"):
         KeypointEncoder(48, -1, 16)
-    with pytest.raises(ValueError, match="kernel_size=4 must be odd"):
+    with pytest.raises(ConfigError, match="kernel_size=4 must be odd"):
         KeypointEncoder(48, 2, 16, kernel_size=4)
 
 

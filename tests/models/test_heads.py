@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
+from vla.errors import ConfigError
 from vla.models.heads import (
     HEADS,
     AutoregressiveHead,
@@ -44,7 +45,7 @@ def test_common_interface(kind, chunk_size):
 
 
 def test_unknown_head():
-    with pytest.raises(ValueError, match=r"unknown head 'foo' \(expected one of: continuous, discrete, autoregressive, flow\)"):  # fmt: skip
+    with pytest.raises(ConfigError, match=r"unknown head 'foo' \(expected one of: continuous, discrete, autoregressive, flow\)"):  # fmt: skip
         make_head("foo", d_model=32, action_dim=2)
 
 
@@ -201,11 +202,11 @@ def test_flow_head_keeps_both_modes_that_regression_averages():
 
 
 def test_invalid_head_arguments():
-    with pytest.raises(ValueError, match="num_bins=1 must be >= 2"):
+    with pytest.raises(ConfigError, match="num_bins=1 must be >= 2"):
         DiscreteHead(16, 2, num_bins=1)
-    with pytest.raises(ValueError, match="unknown loss 'l3'"):
+    with pytest.raises(ConfigError, match="unknown loss 'l3'"):
         ContinuousHead(16, 2, loss="l3")
-    with pytest.raises(ValueError, match="chunk_size=0 must be >= 1"):
+    with pytest.raises(ConfigError, match="chunk_size=0 must be >= 1"):
         make_head("discrete", 16, 2, chunk_size=0)
-    with pytest.raises(ValueError, match="flow_steps=0 must be >= 1"):
+    with pytest.raises(ConfigError, match="flow_steps=0 must be >= 1"):
         make_head("flow", 16, 2, flow_steps=0)

@@ -12,6 +12,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import vla  # noqa: F401  (registers vla/Reach-v0)
 from vla import keys
 from vla.envs.expert import expert_action
+from vla.errors import ConfigError
 
 
 def _features(policy, batch, tokens=None):
@@ -268,10 +269,10 @@ def test_policy_rejects_mismatched_parts(make_policy):
         ]
     }
     with pytest.raises(
-        ValueError, match="tokenizer.vocab_size=17 does not match text_encoder.vocab_size=30"
+        ConfigError, match="tokenizer.vocab_size=17 does not match text_encoder.vocab_size=30"
     ):
         type(policy)(
             **dict(parts, text_encoder=TextEncoder(64, vocab_size=30, max_len=8)), d_model=64
         )
-    with pytest.raises(ValueError, match="image_encoder.d_model=64 does not match d_model=32"):
+    with pytest.raises(ConfigError, match="image_encoder.d_model=64 does not match d_model=32"):
         type(policy)(**parts, d_model=32)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from vla.envs import instructions
+from vla.errors import ConfigError
 from vla.models.tokenizer import PAD_ID, UNK_ID, Tokenizer
 
 
@@ -60,9 +61,9 @@ def test_vocabulary_travels_in_the_state_dict():
 
 
 def test_invalid_vocab():
-    with pytest.raises(ValueError, match="must start with"):
+    with pytest.raises(ConfigError, match="must start with"):
         Tokenizer(vocab=["red", "<pad>", "<unk>"])
-    with pytest.raises(ValueError, match="duplicate words: \\['red'\\]"):
+    with pytest.raises(ConfigError, match="duplicate words: \\['red'\\]"):
         Tokenizer(vocab=["<pad>", "<unk>", "red", "red"])
-    with pytest.raises(ValueError, match="max_len=0"):
+    with pytest.raises(ConfigError, match="max_len=0"):
         Tokenizer(max_len=0)

@@ -15,6 +15,7 @@ from vla.checkpoint import (
     load_policy,
     read_checkpoint,
 )
+from vla.errors import UserError
 from vla.training.module import BCModule
 from vla.training.train import train
 
@@ -46,7 +47,7 @@ def test_bad_config_fails_before_any_work(compose_cfg, tmp_path, overrides, mess
         "train",
         [f"paths.output_dir={tmp_path}/run", f"data.dir={tmp_path}/data", "model=tiny", *overrides],
     )
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UserError, match=message):
         train(cfg)
     assert not (tmp_path / "data").exists()  # failed before collecting anything
 

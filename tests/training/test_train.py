@@ -14,6 +14,7 @@ import vla.data.datamodule
 import vla.training.callbacks
 import vla.training.train
 from vla.checkpoint import load_policy, read_checkpoint
+from vla.errors import SeedRangeError
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.training.callbacks import LastCheckpoint
@@ -190,7 +191,7 @@ def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
             f"paths.output_dir={tmp_path}/eval",
         ],
     )
-    with pytest.raises(ValueError, match="eval.seed=0 with 6 episodes uses seeds 0..5"):
+    with pytest.raises(SeedRangeError, match="eval.seed=0 with 6 episodes uses seeds 0..5"):
         evaluate(
             compose_cfg("eval", [f"ckpt_path={run}/x.ckpt", "eval.num_episodes=6", "eval.seed=0"])
         )

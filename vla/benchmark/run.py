@@ -15,6 +15,7 @@ from vla.benchmark.inference import attention_speed, collect_speed, latency, rol
 from vla.benchmark.training import lightning_loop, matmul_peak, torch_loop
 from vla.config import instantiate
 from vla.envs.config import env_kwargs_of
+from vla.errors import ConfigError
 from vla.runtime import configure_torch
 
 
@@ -86,7 +87,7 @@ def benchmark(cfg: DictConfig) -> dict:
     configure_torch(cfg.get("threads"))
     b = cfg.bench
     if b.repeats < 1 or b.steps < 1:
-        raise ValueError(f"bench.repeats={b.repeats} and bench.steps={b.steps} must be >= 1")
+        raise ConfigError(f"bench.repeats={b.repeats} and bench.steps={b.steps} must be >= 1")
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)

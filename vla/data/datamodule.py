@@ -18,6 +18,7 @@ from vla.data.chunks import chunk_indices
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
+from vla.errors import ConfigError
 from vla.keys import ACTION, ACTION_IS_PAD, IMAGE, STATE, TARGET, TOKENS
 
 
@@ -167,9 +168,9 @@ class ReachDataModule(L.LightningDataModule):
             ("chunk_size", chunk_size, 1),
         ]:
             if value < low:
-                raise ValueError(f"data.{name}={value} must be >= {low}")
+                raise ConfigError(f"data.{name}={value} must be >= {low}")
         if val_episodes >= num_episodes:
-            raise ValueError(
+            raise ConfigError(
                 f"data.val_episodes={val_episodes} must be < data.num_episodes={num_episodes}"
             )
         self.env_kwargs = env_kwargs_of(env)

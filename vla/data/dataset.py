@@ -31,14 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from vla.errors import DatasetError
+
 FORMAT_VERSION = 2
 ARRAYS = (
     "image", "state", "action", "episode", "episode_start", "target_pair", "target_position",
 )  # fmt: skip
-
-
-class DatasetError(RuntimeError):
-    """A dataset folder is missing, incomplete or inconsistent."""
 
 
 @dataclass

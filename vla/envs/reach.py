@@ -22,6 +22,7 @@ from gymnasium import spaces
 
 from vla.envs import render, scene
 from vla.envs.instructions import COLOURS, PAIRS, sample_instruction
+from vla.errors import ConfigError
 from vla.keys import IMAGE, INSTRUCTION, STATE
 
 STATE_DIM = 4
@@ -94,12 +95,12 @@ class ReachEnv(gym.Env):
         ]
         for ok, name, value, expected in checks:
             if not ok:
-                raise ValueError(f"env.{name}={value!r} is invalid: expected {expected}")
+                raise ConfigError(f"env.{name}={value!r} is invalid: expected {expected}")
         # targets are placed inside [margin, 1 - margin]; make sure they can be spread out
         margin = target_size / 2 + 0.02
         usable = (1 - 2 * margin) ** 2
         if num_targets * np.pi * (min_separation / 2) ** 2 > 0.5 * usable:
-            raise ValueError(
+            raise ConfigError(
                 f"env.num_targets={num_targets} with env.min_separation={min_separation} does not "
                 "fit in the arena: lower one of them"
             )
@@ -107,7 +108,7 @@ class ReachEnv(gym.Env):
             instructed_pairs = sorted({int(p) for p in instructed_pairs})
             bad = [p for p in instructed_pairs if not 0 <= p < len(PAIRS)]
             if not instructed_pairs or bad:
-                raise ValueError(
+                raise ConfigError(
                     f"env.instructed_pairs={instructed_pairs!r} is invalid: expected a non-empty "
                     f"list of indices in [0, {len(PAIRS)})"
                 )

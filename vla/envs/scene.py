@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vla.envs.instructions import COLOURS, PAIRS
+from vla.errors import ConfigError
 
 
 def sample_pairs(
@@ -47,7 +48,7 @@ def sample_centres(
         d = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
         if np.all(d[np.triu_indices(num_targets, 1)] >= min_separation):
             return centres
-    raise RuntimeError("could not place the targets; lower env.min_separation")
+    raise ConfigError("could not place the targets; lower env.min_separation")
 
 
 def sample_start(rng: np.random.Generator, centres: np.ndarray, min_separation: float):

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
 from vla.envs.instructions import PAIRS
+from vla.errors import ConfigError
 from vla.eval.rollout import ABLATIONS, check_ablations, check_chunking, rollout
 from vla.eval.run_folder import resolve_ckpt_path
 from vla.eval.video import annotate, save_gif, save_mp4
@@ -23,7 +24,7 @@ def evaluate(cfg: DictConfig) -> dict:
     """Evaluates `cfg.ckpt_path`; returns the metrics also written to <run>/metrics.json."""
     n, seed = cfg.eval.num_episodes, cfg.eval.seed
     if n is None or n <= 0:
-        raise ValueError(f"eval.num_episodes={n} must be > 0")
+        raise ConfigError(f"eval.num_episodes={n} must be > 0")
     check_seeds("test", seed, n, "eval.seed")
     ablate = check_ablations(list(cfg.eval.ablate))
     configure_torch(cfg.get("threads"))
@@ -89,10 +90,10 @@ def split_env(env_kwargs: dict, split: str) -> dict:
     if split == "all":
         return env_kwargs
     if split != "held_out":
-        raise ValueError(f"eval.split={split!r} must be 'all' or 'held_out'")
+        raise ConfigError(f"eval.split={split!r} must be 'all' or 'held_out'")
     trained = env_kwargs.get("instructed_pairs")
     if trained is None:
-        raise ValueError(
+        raise ConfigError(
             "eval.split=held_out needs a checkpoint trained with env.instructed_pairs set "
             "(e.g. experiment=held_out); this one was trained on every pair"
         )

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from vla.envs import render
 from vla.envs.instructions import PAIRS
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.chunking import make_executor
 from vla.keys import IMAGE, STATE
 from vla.models.policy import VLAPolicy
@@ -58,7 +59,7 @@ class Rollouts:
 def check_ablations(ablate: Sequence[str]) -> tuple[str, ...]:
     unknown = sorted(set(ablate) - set(ABLATIONS))
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"eval.ablate={list(ablate)} has unknown entries {unknown}: "
             f"expected a subset of {list(ABLATIONS)}"
         )
@@ -86,19 +87,19 @@ def check_chunking(
     K = policy.chunk_size
     if temporal_ensemble_coeff is not None:
         if K == 1:
-            raise ValueError(
+            raise ConfigError(
                 f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} blends overlapping "
                 "chunks, but this policy predicts one action per query (model.chunk_size=1)"
             )
         if n_action_steps not in (None, 1):
-            raise ValueError(
+            raise ConfigError(
                 f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} queries the policy "
                 f"every step, so eval.n_action_steps={n_action_steps} must be 1 or unset"
             )
         return 1
     n = policy.n_action_steps if n_action_steps is None else n_action_steps
     if not 1 <= n <= K:
-        raise ValueError(f"eval.n_action_steps={n} must be between 1 and model.chunk_size={K}")
+        raise ConfigError(f"eval.n_action_steps={n} must be between 1 and model.chunk_size={K}")
     return n
 
 
@@ -124,7 +125,7 @@ def rollout(
             weights exp(-m * i), oldest first (ACT); None executes chunks as they come.
     """
     if num_episodes < 1:
-        raise ValueError(f"eval.num_episodes={num_episodes} must be >= 1")
+        raise ConfigError(f"eval.num_episodes={num_episodes} must be >= 1")
     ablate = check_ablations(ablate)
     n_action_steps = check_chunking(policy, n_action_steps, temporal_ensemble_coeff)
     policy.reset()  # a sampling head starts its noise afresh: the same evaluation every time

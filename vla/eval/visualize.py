@@ -16,6 +16,7 @@ from PIL import Image
 from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.run_folder import resolve_ckpt_path
 from vla.keys import IMAGE, INSTRUCTION, STATE
@@ -27,11 +28,11 @@ log = logging.getLogger(__name__)
 def visualize(cfg: DictConfig) -> list[Path]:
     n, seed = cfg.viz.num_episodes, cfg.viz.seed
     if n is None or n <= 0:
-        raise ValueError(f"viz.num_episodes={n} must be > 0")
+        raise ConfigError(f"viz.num_episodes={n} must be > 0")
     check_seeds("test", seed, n, "viz.seed")
     steps = sorted(int(s) for s in cfg.viz.steps)
     if not steps or steps[0] < 0:
-        raise ValueError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
+        raise ConfigError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
     configure_torch()
     ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
     policy, env_kwargs = load_policy(ckpt_path)

@@ -31,6 +31,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.positions import pixel_coordinates
 
 
@@ -59,9 +60,9 @@ class KeypointEncoder(nn.Module):
     ):
         super().__init__()
         if num_keypoints < 1 or hidden < 1:
-            raise ValueError(f"num_keypoints={num_keypoints} and hidden={hidden} must be >= 1")
+            raise ConfigError(f"num_keypoints={num_keypoints} and hidden={hidden} must be >= 1")
         if kernel_size < 1 or kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size={kernel_size} must be odd and >= 1")
+            raise ConfigError(f"kernel_size={kernel_size} must be odd and >= 1")
         self.image_size, self.num_keypoints, self.d_model = image_size, num_keypoints, d_model
         self.hidden, self.film, self.kernel_size = hidden, film, kernel_size
         # [B,3,H,W] -> [B,C,H,W]

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from vla import keys
+from vla.errors import ConfigError
 from vla.models.film import FiLM, masked_mean
 from vla.models.heads import ActionHead
 from vla.models.heads.base import mean_over_real_steps
@@ -86,13 +87,13 @@ class VLAPolicy(nn.Module):
     ):
         super().__init__()
         if target_keypoint_weight < 0 or (target_keypoint_weight > 0 and keypoints is None):
-            raise ValueError(
+            raise ConfigError(
                 f"target_keypoint_weight={target_keypoint_weight} must be >= 0, and > 0 only "
                 "with keypoints: set model.keypoints > 0, or model.target_keypoint_weight=0"
             )
         self.target_keypoint_weight = target_keypoint_weight
         if not 1 <= n_action_steps <= head.chunk_size:
-            raise ValueError(
+            raise ConfigError(
                 f"n_action_steps={n_action_steps} must be between 1 and the head's "
                 f"chunk_size={head.chunk_size}"
             )
@@ -112,7 +113,7 @@ class VLAPolicy(nn.Module):
             parts["keypoints"] = keypoints
         for name, part in parts.items():
             if part.d_model != d_model:
-                raise ValueError(f"{name}.d_model={part.d_model} does not match d_model={d_model}")
+                raise ConfigError(f"{name}.d_model={part.d_model} does not match d_model={d_model}")
         checks = [
             ("tokenizer.vocab_size", tokenizer.vocab_size, "text_encoder.vocab_size", text_encoder.vocab_size),
             ("normalizer.state_dim", normalizer.state_dim, "state_encoder.state_dim", state_encoder.state_dim),
@@ -121,9 +122,9 @@ class VLAPolicy(nn.Module):
         ]  # fmt: skip
         for name_a, a, name_b, b in checks:
             if a != b:
-                raise ValueError(f"{name_a}={a} does not match {name_b}={b}")
+                raise ConfigError(f"{name_a}={a} does not match {name_b}={b}")
         if tokenizer.max_len > text_encoder.max_len:
-            raise ValueError(
+            raise ConfigError(
                 f"tokenizer.max_len={tokenizer.max_len} exceeds text_encoder.max_len="
                 f"{text_encoder.max_len}"
             )

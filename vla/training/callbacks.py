@@ -11,6 +11,7 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from vla.data.seeds import SELECTION_SEED_START, check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
 from vla.eval.video import add_gif, annotate, shrink
@@ -49,9 +50,9 @@ class RolloutEval(L.Callback):
         record: int = 2,
     ):
         if num_episodes < 1:
-            raise ValueError(f"callbacks.rollout_eval.num_episodes={num_episodes} must be >= 1")
+            raise ConfigError(f"callbacks.rollout_eval.num_episodes={num_episodes} must be >= 1")
         if every_n_validations < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"callbacks.rollout_eval.every_n_validations={every_n_validations} must be >= 1"
             )
         check_seeds("selection", seed, num_episodes, "callbacks.rollout_eval.seed")
@@ -142,7 +143,7 @@ class LastCheckpoint(L.Callback):
 
     def __init__(self, dirpath: str, every_n_train_steps: int = 200):
         if every_n_train_steps < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"callbacks.last_checkpoint.every_n_train_steps={every_n_train_steps} must be >= 1"
             )
         self.path = f"{dirpath}/last.ckpt"

@@ -9,6 +9,7 @@ import lightning as L
 import torch
 
 from vla.checkpoint import vla_payload
+from vla.errors import ConfigError
 from vla.keys import ACTION
 from vla.models.policy import VLAPolicy
 
@@ -38,7 +39,7 @@ class BCModule(L.LightningModule):
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
-            raise ValueError(f"nonfinite={nonfinite!r} must be 'raise' or 'skip'")
+            raise ConfigError(f"nonfinite={nonfinite!r} must be 'raise' or 'skip'")
         self.nonfinite = nonfinite
         self.skipped_batches = 0
         self.policy = policy

@@ -17,6 +17,7 @@ from vla.data.datamodule import ReachDataModule
 from vla.data.dataset import dataset_path
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
+from vla.errors import ConfigError
 from vla.eval.rollout import rollout
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
@@ -40,7 +41,7 @@ def check_config(cfg: DictConfig) -> None:
     }
     for key, value in positive.items():
         if value is None or value <= 0:
-            raise ValueError(f"{key}={value} must be > 0")
+            raise ConfigError(f"{key}={value} must be > 0")
     check_seeds("test", cfg.eval.seed, cfg.eval.num_episodes, "eval.seed")
 
 

@@ -12,6 +12,7 @@ comments and einops patterns here use k for the steps of a chunk.
 
 from __future__ import annotations
 
+from vla.errors import ConfigError
 from vla.models.heads.autoregressive import AutoregressiveHead
 from vla.models.heads.base import ActionHead
 from vla.models.heads.continuous import ContinuousHead
@@ -65,7 +66,7 @@ def make_head(
         )
     if kind == "flow":
         return FlowHead(d_model, action_dim, num_readouts, chunk_size, flow_steps, hidden_dim)
-    raise ValueError(f"unknown head {kind!r} (expected one of: {', '.join(HEADS)})")
+    raise ConfigError(f"unknown head {kind!r} (expected one of: {', '.join(HEADS)})")
 
 
 __all__ = [

@@ -20,6 +20,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.heads.base import BinnedActionHead, flatten_readouts
 from vla.models.transformer import EncoderBlock
 
@@ -49,7 +50,7 @@ class AutoregressiveHead(BinnedActionHead):
     ):
         super().__init__(d_model, action_dim, num_bins, num_readouts, chunk_size)
         if depth < 1:
-            raise ValueError(f"depth={depth} must be >= 1")
+            raise ConfigError(f"depth={depth} must be >= 1")
         self.num_tokens = chunk_size * action_dim
         self.start_proj = nn.Linear(num_readouts * d_model, d_model)  # [B,R*D] -> [B,D]
         self.bin_embed = nn.Embedding(num_bins, d_model)

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
+
 
 def flatten_readouts(features: Tensor) -> Tensor:
     """[B,R,D] -> [B,R*D]: each readout token keeps its own weights in the head."""
@@ -60,11 +62,11 @@ class ActionHead(nn.Module, abc.ABC):
     def __init__(self, d_model: int, action_dim: int, num_readouts: int = 1, chunk_size: int = 1):
         super().__init__()
         if action_dim < 1 or num_readouts < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"action_dim={action_dim} and num_readouts={num_readouts} must be >= 1"
             )
         if chunk_size < 1:
-            raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+            raise ConfigError(f"chunk_size={chunk_size} must be >= 1")
         self.d_model = d_model
         self.action_dim = action_dim
         self.num_readouts = num_readouts
@@ -126,7 +128,7 @@ class BinnedActionHead(ActionHead):
     ):
         super().__init__(d_model, action_dim, num_readouts, chunk_size)
         if num_bins < 2:
-            raise ValueError(f"num_bins={num_bins} must be >= 2")
+            raise ConfigError(f"num_bins={num_bins} must be >= 2")
         self.num_bins = num_bins
 
     def encode(self, actions: Tensor) -> Tensor:

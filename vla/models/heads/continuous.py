@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.heads.base import ActionHead, flatten_readouts, mean_over_real_steps
 
 LOSSES = ("mse", "smooth_l1")
@@ -34,7 +35,7 @@ class ContinuousHead(ActionHead):
     ):
         super().__init__(d_model, action_dim, num_readouts, chunk_size)
         if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r} (expected one of: {', '.join(LOSSES)})")
+            raise ConfigError(f"unknown loss {loss!r} (expected one of: {', '.join(LOSSES)})")
         self.loss_kind = loss
         self.hidden_dim = d_model if hidden_dim is None else hidden_dim
         self.action_head = nn.Sequential(

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.heads.base import ActionHead, flatten_readouts, mean_over_real_steps
 
 
@@ -65,9 +66,9 @@ class FlowHead(ActionHead):
     ):
         super().__init__(d_model, action_dim, num_readouts, chunk_size)
         if flow_steps < 1:
-            raise ValueError(f"flow_steps={flow_steps} must be >= 1")
+            raise ConfigError(f"flow_steps={flow_steps} must be >= 1")
         if time_dim < 2 or time_dim % 2:
-            raise ValueError(f"time_dim={time_dim} must be even and >= 2")
+            raise ConfigError(f"time_dim={time_dim} must be even and >= 2")
         self.flow_steps = flow_steps
         self.hidden_dim = 2 * d_model if hidden_dim is None else hidden_dim
         self.time_dim = time_dim
