@@ -154,3 +154,18 @@ def test_collect_script_reports_and_refuses_bad_values(tmp_path):
     )
     assert bad.returncode != 0
     assert "env.num_targets=9" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_complete_copy_is_kept_and_only_a_corrupt_one_replaced(tmp_path):
+    """Two processes that both found the dataset missing: the second to finish keeps the
+    first one's folder (a reader may have it open) instead of swapping its own in."""
+    first = collect(ENV, tmp_path, 10, progress=False)
+    reader = load_demos(first)  # memory-mapped: its files stay in use
+    inode = (first / "image.npy").stat().st_ino
+    again = collect(ENV, tmp_path, 10, progress=False)
+    assert again == first and (first / "image.npy").stat().st_ino == inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # no leftovers
+    assert reader.num_steps == load_demos(first).num_steps
+    (first / "meta.json").write_text("{not json")  # corrupt: the next writer replaces it
+    collect(ENV, tmp_path, 10, progress=False)
+    assert (first / "image.npy").stat().st_ino != inode and load_demos(first).num_steps > 0
