@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from vla.cli import run_cli
+from vla.cli import override_hints, run_cli
 from vla.errors import CheckpointError, ConfigError, DatasetError, SeedRangeError, UserError
 
 
@@ -54,3 +54,16 @@ def test_every_user_error_type_is_one_and_none_is_a_value_error():
     for kind in (ConfigError, SeedRangeError, CheckpointError, DatasetError):
         assert issubclass(kind, UserError)
     assert not issubclass(UserError, ValueError)
+
+
+def test_hints_name_the_group_and_the_choice_a_key_belongs_to():
+    assert override_hints("train", ["model/heads=flow"]) == [
+        "did you mean model/head? (model/heads is not a key of the config)"
+    ]
+    assert override_hints("train", ["model.head.flow_steps=20"]) == [
+        "model.head.flow_steps is a key of model/head=flow: add model/head=flow to the command"
+    ]
+    assert override_hints("train", ["model/head=flow", "model.head.flow_steps=20"]) == []
+    assert override_hints("train", ["model/head=flow", "model.head.flow_step=20"]) == [
+        "did you mean model.head.flow_steps? (model.head.flow_step is not a key of the config)"
+    ]

@@ -26,7 +26,8 @@ from vla.config import instantiate
 from vla.errors import CheckpointError
 from vla.models.policy import VLAPolicy
 
-CHECKPOINT_VERSION = 1
+# 2: the head, keypoints and FiLM are config nodes that target their classes (1 named factories)
+CHECKPOINT_VERSION = 2
 SAFE_PREFIX = "vla."
 
 

@@ -14,13 +14,13 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from vla.config import CONF
 from vla.console import setup_console
 from vla.errors import UserError
 
 # The user's to fix: our own checks, and config errors OmegaConf finds (a missing `???` value,
 # an interpolation to a key that is not there)
 USER_ERRORS = (UserError, OmegaConfBaseException)
-CONF = Path(__file__).resolve().parents[1] / "conf"
 log = logging.getLogger(__name__)
 
 
@@ -120,13 +120,29 @@ def override_hints(config_name: str, args: list[str]) -> list[str]:
     if cfg is None:
         return []
     known = set(_flat_keys(OmegaConf.to_container(cfg, resolve=False)))
-    known |= {p.name for p in CONF.iterdir() if p.is_dir()}  # groups such as experiment=...
+    known |= {p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()}  # model/head
     hints = []
     for key in keys:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-        if key not in known and close:
+        choice = None if key in known else group_choice_with(key)
+        if choice:
+            hints.append(f"{key} is a key of {choice}: add {choice} to the command")
+        elif key not in known and close:
             hints.append(f"did you mean {close[0]}? ({key} is not a key of the config)")
     return hints
+
+
+def group_choice_with(key: str) -> str | None:
+    """The group choice whose config has `key` (`model.head.flow_steps` -> `model/head=flow`),
+    for a key that the chosen option lacks."""
+    for group in sorted(p for p in CONF.rglob("*") if p.is_dir()):
+        prefix = ".".join(group.relative_to(CONF).parts) + "."
+        if key.startswith(prefix):
+            name = key.removeprefix(prefix).split(".")[0]
+            for option in sorted(group.glob("*.yaml")):
+                if name in OmegaConf.load(option):
+                    return f"{group.relative_to(CONF).as_posix()}={option.stem}"
+    return None
 
 
 def _flat_keys(node, prefix: str = ""):

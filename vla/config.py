@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import hydra
 from hydra.errors import InstantiationException
+from omegaconf import DictConfig, OmegaConf
 
 from vla.errors import ConfigError, UserError
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def check_group_choices(cfg: DictConfig) -> None:
+    """Refuses a config group set like a value: `model.head=flow` replaces the head's node
+    by the string "flow" (what it meant is the group choice `model/head=flow`)."""
+    for group in sorted(p for p in CONF.rglob("*") if p.is_dir()):
+        key = ".".join(group.relative_to(CONF).parts)
+        value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+        if value is not None and not OmegaConf.is_config(value):
+            options = "|".join(sorted(p.stem for p in group.glob("*.yaml")))
+            raise ConfigError(
+                f"{key}={value!r} sets a config group like a value: choose one with "
+                f"{key.replace('.', '/')}=<{options}>"
+            )
 
 
 def instantiate(node, **kwargs):

@@ -91,6 +91,7 @@ def test_meta_that_disagrees_with_arrays_is_refused(tmp_path):
         load_demos(path)
 
 
+@pytest.mark.slow
 def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
     code = (
         "from vla.data.collect import collect\n"
@@ -137,6 +138,7 @@ def test_seed_ranges_are_disjoint(tmp_path):
                 check_seeds(use, first, num, "key")
 
 
+@pytest.mark.slow
 def test_collect_script_reports_and_refuses_bad_values(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}

@@ -15,7 +15,11 @@ from vla.models.heads import FlowHead
 
 def test_checkpoint_round_trips_the_chunk_settings(chunked_ckpt):
     head = read_checkpoint(chunked_ckpt)["vla"]["policy_config"]["head"]
-    assert (head["kind"], head["chunk_size"], head["flow_steps"]) == ("flow", 4, 10)
+    assert (head["_target_"], head["chunk_size"], head["flow_steps"]) == (
+        "vla.models.heads.flow.FlowHead",
+        4,
+        10,
+    )
     policy, _ = load_policy(chunked_ckpt)
     assert isinstance(policy.head, FlowHead)
     assert (policy.chunk_size, policy.n_action_steps, policy.head.flow_steps) == (4, 2, 10)

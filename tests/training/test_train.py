@@ -31,6 +31,10 @@ GROUPS = {
     "trainer": ["cpu"],
     "logger": ["tensorboard"],
     "callbacks": ["default"],
+    "eval": ["default"],
+    "model/head": ["discrete", "continuous", "autoregressive", "flow"],
+    "model/keypoints": ["spatial_softmax", "none"],
+    "model/film": ["patches", "none"],
     "debug": ["fast"],
     "experiment": ["shared_colours", "tiny_quick", "held_out"],
 }
@@ -84,6 +88,7 @@ def test_command_line_override_changes_the_model(compose_cfg, tmp_path):
     assert count(["model.depth=1"]) < count([]) < count(["model.d_model=192", "model.n_heads=4"])
 
 
+@pytest.mark.slow
 def test_fast_dev_run_builds_the_data_once(compose_cfg, fast_overrides, monkeypatch):
     calls = []
     real = vla.data.datamodule.ensure_demos
@@ -127,6 +132,7 @@ def trained_run(compose_cfg, fast_overrides, tmp_path, monkeypatch):
     return Path(cfg.paths.output_dir), metrics | extra, cfg
 
 
+@pytest.mark.slow
 def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run):
     run, metrics, cfg = trained_run
     assert (run / "checkpoints" / "last.ckpt").is_file()
@@ -160,6 +166,7 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
     assert all(torch.isfinite(torch.tensor(losses)))
 
 
+@pytest.mark.slow
 def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
     run, metrics, _ = trained_run
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")  # written at the last step
@@ -171,6 +178,7 @@ def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
         assert all(torch.equal(w, average[f"policy.{k}"]) for k, w in ran.items())
 
 
+@pytest.mark.slow
 def test_checkpoint_rebuilds_the_policy_alone(trained_run):
     run, _, _ = trained_run
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
@@ -180,6 +188,7 @@ def test_checkpoint_rebuilds_the_policy_alone(trained_run):
     assert not policy.training
 
 
+@pytest.mark.slow
 def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
     run, _, _ = trained_run
     cfg = compose_cfg(
@@ -203,6 +212,7 @@ def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
     assert len(gifs) == 2 and all(g.stat().st_size > 0 for g in gifs)
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_overrides, tmp_path):
     run, _, first_cfg = trained_run
     ckpt = run / "checkpoints" / "last.ckpt"
@@ -222,6 +232,7 @@ def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_ove
     assert metrics["global_step"] == saved_step + 5
 
 
+@pytest.mark.slow
 def test_train_script_end_to_end(tmp_path):
     out = subprocess.run(
         [
@@ -243,6 +254,7 @@ def test_train_script_end_to_end(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
 
 
+@pytest.mark.slow
 def test_rollouts_run_every_n_steps_and_make_the_learning_curve(compose_cfg, fast_overrides):
     # 2 epochs of 5 steps, validation every 3 steps (counted across epochs): steps 3, 6, 9;
     # rollouts at every 2nd validation, and at the first so a best checkpoint can be chosen

@@ -12,8 +12,9 @@ from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
 from vla.envs.instructions import PAIRS
 from vla.errors import ConfigError
-from vla.eval.rollout import ABLATIONS, check_ablations, check_chunking, rollout
+from vla.eval.rollout import ABLATIONS, check_ablations, rollout
 from vla.eval.run_folder import resolve_ckpt_path
+from vla.eval.runner import check_chunking
 from vla.eval.video import annotate, save_gif, save_mp4
 from vla.runtime import configure_torch
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 
@@ -19,6 +18,7 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.run_folder import resolve_ckpt_path
+from vla.eval.runner import PolicyRunner
 from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.runtime import configure_torch
 
@@ -40,12 +40,13 @@ def visualize(cfg: DictConfig) -> list[Path]:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     env = ReachEnv(**{**env_kwargs, "render_mode": "rgb_array"})
+    runner = PolicyRunner(policy)
     written = []
     for e in range(n):
         obs, _ = env.reset(seed=seed + e)
-        policy.reset()
+        runner.reset()
         for t in range(steps[-1] + 1):
-            if policy.queued_actions == 0:  # this step's action comes from a query on obs
+            if runner.needs_query()[0]:  # this step's action comes from a query on obs
                 query_step, query_obs, query_frame = t, obs, env.render()
             if t in steps:
                 batch = {
@@ -58,8 +59,7 @@ def visualize(cfg: DictConfig) -> list[Path]:
                 path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"
                 Image.fromarray(figure).save(path)
                 written.append(path)
-            action = policy.predict_action(obs)
-            obs, _, terminated, truncated, _ = env.step(np.asarray(action))
+            obs, _, terminated, truncated, _ = env.step(runner.act(obs))
             if terminated or truncated:
                 break
     log.info(f"{len(written)} attention pictures written to {out_dir}")

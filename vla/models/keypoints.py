@@ -125,18 +125,3 @@ class KeypointEncoder(nn.Module):
         P, C, K, D = self.image_size**2, self.hidden, self.num_keypoints, self.d_model
         film = 2 * D * C if self.film else 0
         return 2 * P * (3 * self.kernel_size**2 * C + C * K + 2 * K) + film + 2 * K * 2 * D
-
-
-def make_keypoints(
-    num_keypoints: int,
-    image_size: int,
-    d_model: int,
-    hidden: int = 32,
-    film: bool = True,
-    kernel_size: int = 3,
-) -> KeypointEncoder | None:
-    """A KeypointEncoder, or None for `num_keypoints=0` (the policy then has no keypoint
-    tokens): a switch for configs."""
-    if num_keypoints == 0:
-        return None
-    return KeypointEncoder(image_size, num_keypoints, d_model, hidden, film, kernel_size)

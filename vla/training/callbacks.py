@@ -15,6 +15,7 @@ from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
 from vla.eval.video import add_gif, annotate, shrink
+from vla.keys import IMAGE, INSTRUCTION, STATE
 
 log = logging.getLogger(__name__)
 GIF_WIDTH = 160  # px: small event files, the caption still legible
@@ -111,8 +112,8 @@ class RolloutEval(L.Callback):
                 obs, _ = ReachEnv(**{**self.env_kwargs, "render_mode": "rgb_array"}).reset(
                     seed=int(result.seeds[0])
                 )
-                batch = {k: obs[k][None] for k in ("image", "state")}
-                batch["instruction"] = [obs["instruction"]]
+                batch = {k: obs[k][None] for k in (IMAGE, STATE)}
+                batch[INSTRUCTION] = [obs[INSTRUCTION]]
                 (figure,) = episode_attention_figures(policy, batch, [result.frames[0][0]])
                 logger.experiment.add_image(
                     "attention/episode_0", figure, trainer.global_step, dataformats="HWC"

@@ -50,7 +50,11 @@ def mean_over_real_steps(values: Tensor, is_pad: Tensor | None) -> Tensor:
 
 
 class ActionHead(nn.Module, abc.ABC):
-    """Base class: subclasses implement `loss_and_prediction`, `predict` and `flops`.
+    """Base class: subclasses implement `loss`, `predict` and `flops` (and `predict_flops`
+    when a query costs more than a training pass).
+
+    Training runs `loss` only; `predict` is for queries and validation metrics, so a sampling
+    or decoding head never samples or decodes inside a training step.
 
     Args:
         d_model: width of a readout feature.
@@ -85,10 +89,12 @@ class ActionHead(nn.Module, abc.ABC):
         if is_pad is not None and tuple(is_pad.shape) != want[:2]:
             raise ValueError(f"is_pad has shape {tuple(is_pad.shape)}, expected [B,K] = {want[:2]}")
 
+    @abc.abstractmethod
     def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        """
+        """The training loss.
+
         Args:
             features: readout features [B,R,D].
             target_norm: target action chunks [B,K,A], normalised to [-1,1].
@@ -97,14 +103,6 @@ class ActionHead(nn.Module, abc.ABC):
         Returns:
             scalar loss and a dict of detached scalar tensors to log.
         """
-        loss, logs, _ = self.loss_and_prediction(features, target_norm, is_pad)
-        return loss, logs
-
-    @abc.abstractmethod
-    def loss_and_prediction(
-        self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
-        """`loss` plus a detached prediction [B,K,A] in [-1,1], at little extra cost."""
 
     @abc.abstractmethod
     def predict(self, features: Tensor) -> Tensor:
@@ -112,7 +110,11 @@ class ActionHead(nn.Module, abc.ABC):
 
     @abc.abstractmethod
     def flops(self) -> int:
-        """Forward FLOPs (matmuls) for one sample, as one training step runs them."""
+        """Forward FLOPs (matmuls) for one sample, as `loss` runs them in a training step."""
+
+    def predict_flops(self) -> int:
+        """Forward FLOPs for one sample, as `predict` runs them (a query, a validation metric)."""
+        return self.flops()
 
 
 class BinnedActionHead(ActionHead):

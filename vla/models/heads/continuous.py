@@ -50,9 +50,9 @@ class ContinuousHead(ActionHead):
         out = self.action_head(flatten_readouts(features))  # [B,R,D] -> [B,R*D] -> [B,K*A]
         return rearrange(out, "b (k a) -> b k a", k=self.chunk_size)  # -> [B,K,A]
 
-    def loss_and_prediction(
+    def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         self.check_target(target_norm, is_pad)
         pred = self(features)  # [B,K,A]
         if is_pad is None:  # the plain mean, exactly as a single-action head computed it
@@ -65,7 +65,7 @@ class ContinuousHead(ActionHead):
                 per_step = F.smooth_l1_loss(pred, target_norm, reduction="none")
                 smooth = mean_over_real_steps(per_step, is_pad)
         loss = mse if self.loss_kind == "mse" else smooth
-        return loss, {"mse_norm": mse.detach()}, pred.detach().clamp(-1.0, 1.0)
+        return loss, {"mse_norm": mse.detach()}
 
     def predict(self, features: Tensor) -> Tensor:
         return self(features).clamp(-1.0, 1.0)

@@ -1,0 +1,75 @@
+"""Builders the tests share: policies from the real Hydra configs, batches that fit them and
+frames of the real env with the expert's actions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+import vla  # noqa: F401  (registers vla/Reach-v0)
+from vla import keys
+from vla.config import instantiate
+from vla.envs.expert import expert_action
+from vla.models.policy import VLAPolicy
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+
+
+def compose_model(name: str = "tiny", overrides=(), image_size: int = 32) -> DictConfig:
+    """A root config holding only `model` (from conf/model/<name>.yaml) and `env.image_size`."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(overrides=[f"+model={name}", f"+env.image_size={image_size}", *overrides])
+
+
+def build_policy(name: str = "tiny", *overrides: str, image_size: int = 32, seed: int = 0):
+    torch.manual_seed(seed)
+    policy = instantiate(compose_model(name, overrides, image_size).model.policy)
+    assert isinstance(policy, VLAPolicy)
+    return policy
+
+
+def random_batch(policy: VLAPolicy, batch_size: int = 4, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    size = policy.image_encoder.image_size
+    words = ["reach the red circle", "go to the blue square", "find the green triangle"]
+    return {
+        keys.IMAGE: torch.randint(0, 256, (batch_size, size, size, 3), generator=g).to(torch.uint8),
+        keys.STATE: torch.rand(batch_size, 4, generator=g),
+        keys.TOKENS: policy.tokenizer.encode([words[i % 3] for i in range(batch_size)]),
+        keys.ACTION: torch.rand(batch_size, 2, generator=g) * 2 - 1,
+        keys.TARGET: torch.rand(batch_size, 2, generator=g),
+    }
+
+
+def env_frames(n: int = 32, image_size: int = 32):
+    """n (image, state, instruction, expert action, target position) from the first steps of
+    expert episodes of the real env, as stacked arrays (instructions: a list)."""
+    env = gym.make("vla/Reach-v0", image_size=image_size)
+    images, states, texts, actions, targets = [], [], [], [], []
+    seed = 0
+    while len(images) < n:
+        obs, _ = env.reset(seed=seed)
+        seed += 1
+        for _ in range(4):
+            action = expert_action(env.unwrapped)
+            images.append(obs[keys.IMAGE])
+            states.append(obs[keys.STATE])
+            texts.append(obs[keys.INSTRUCTION])
+            actions.append(action)
+            targets.append(env.unwrapped.target_position.astype(np.float32))
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
+    env.close()
+    return (
+        np.stack(images[:n]),
+        np.stack(states[:n]),
+        texts[:n],
+        np.stack(actions[:n]),
+        np.stack(targets[:n]),
+    )
