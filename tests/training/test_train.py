@@ -273,3 +273,16 @@ def test_rollouts_run_every_n_steps_and_make_the_learning_curve(compose_cfg, fas
     assert [p.get("final", False) for p in curve] == [False, False, True]
     seconds = [p["seconds"] for p in curve]
     assert 0 < seconds[0] < seconds[1] < seconds[2]
+
+
+def test_each_shared_value_is_stated_once_and_followed(compose_cfg, tmp_path):
+    out = f"paths.output_dir={tmp_path}"
+    train_cfg, eval_cfg = compose_cfg("train", [out]), compose_cfg("eval", ["ckpt_path=x", out])
+    for name in ("benchmark", "collect"):  # every command sees the recipe's 48 px images
+        assert compose_cfg(name, [out]).env.image_size == train_cfg.env.image_size == 48
+    shared = ("num_episodes", "seed", "num_envs", "n_action_steps", "temporal_ensemble_coeff")
+    assert {k: train_cfg.eval[k] for k in shared} == {k: eval_cfg.eval[k] for k in shared}
+    cfg = compose_cfg("train", ["eval.num_envs=7", out])  # the training rollouts follow
+    assert cfg.callbacks.rollout_eval.num_envs == 7
+    cfg = compose_cfg("train", ["experiment=flow", "model.head.flow_steps=20", out])
+    assert cfg.model.head.flow_steps == 20 and cfg.model.chunk_size == cfg.data.chunk_size == 4
