@@ -24,12 +24,9 @@ def one_thread():
 @pytest.fixture
 def compose_cfg():
     """compose_cfg(config_name, overrides) -> DictConfig, as the scripts would see it."""
+    from tests.builders import compose_config
 
-    def _compose(config_name: str = "train", overrides: list[str] = ()):
-        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-            return compose(config_name=config_name, overrides=list(overrides))
-
-    return _compose
+    return compose_config
 
 
 @pytest.fixture

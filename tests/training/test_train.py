@@ -31,10 +31,7 @@ GROUPS = {
     "trainer": ["cpu"],
     "logger": ["tensorboard"],
     "callbacks": ["default"],
-    "eval": ["default"],
-    "model/head": ["discrete", "continuous", "autoregressive", "flow"],
-    "model/keypoints": ["spatial_softmax", "none"],
-    "model/film": ["patches", "none"],
+    "eval": ["default"],  # model/head, model/keypoints, model/film: tests/models
     "debug": ["fast"],
     "experiment": ["shared_colours", "tiny_quick", "held_out"],
 }
