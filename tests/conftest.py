@@ -1,20 +1,32 @@
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Run every test on one intra-op thread, restoring the setting afterwards.
+
+    At these sizes a second thread buys little, and on a machine whose cores are busy with
+    other work, OpenMP threads waiting on each other made a training step ~50x slower (and
+    the rollout tests ~30x). Commands a test starts as subprocesses choose their own.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def compose_cfg():
     """compose_cfg(config_name, overrides) -> DictConfig, as the scripts would see it."""
+    from tests.builders import compose_config
 
-    def _compose(config_name: str = "train", overrides: list[str] = ()):
-        with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-            return compose(config_name=config_name, overrides=list(overrides))
-
-    return _compose
+    return compose_config
 
 
 @pytest.fixture
@@ -29,31 +41,43 @@ def fast_overrides(tmp_path):
     ]
 
 
-def _fast_checkpoint(tmp, overrides=()):
-    """last.ckpt of a seconds-long tiny training run in `tmp`."""
-    from vla.training.train import train
+def _untrained_checkpoint(tmp, overrides=()):
+    """`<tmp>/run/checkpoints/last.ckpt` of an untrained tiny policy (32 px images), written
+    by the code training writes checkpoints with (BCModule's payload, the atomic writer) and
+    normalised by the statistics of real expert frames: what a test that only reads a
+    checkpoint needs, in a second instead of a training run (tests/training trains)."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from tests.builders import env_frames
+    from vla.checkpoint import AtomicCheckpointIO
+    from vla.config import instantiate
+    from vla.envs.config import env_kwargs_of
+    from vla.training.module import BCModule
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose(
-            "train",
-            [
-                "debug=fast",
-                "model=tiny",
-                "env.image_size=32",
-                "~logger",
-                f"paths.output_dir={tmp}/run",
-                f"data.dir={tmp}/data",
-                *overrides,
-            ],
-        )
-    train(cfg)
-    return tmp / "run" / "checkpoints" / "last.ckpt"
+        cfg = compose("train", ["model=tiny", "env.image_size=32", *overrides])
+    torch.manual_seed(0)
+    policy = instantiate(cfg.model.policy)
+    _, states, _, actions, _ = env_frames(n=64)
+    policy.set_normalization(states.mean(0), states.std(0), actions.min(0), actions.max(0))
+    module = BCModule(
+        policy,
+        optimizer=torch.optim.AdamW,
+        policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
+        env_config=env_kwargs_of(cfg.env),
+    )
+    checkpoint = {"state_dict": module.state_dict(), "global_step": 0}
+    module.on_save_checkpoint(checkpoint)
+    path = tmp / "run" / "checkpoints" / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint(checkpoint, path)
+    return path
 
 
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory):
-    """last.ckpt of a seconds-long tiny training run, shared by tests that only read it."""
-    return _fast_checkpoint(tmp_path_factory.mktemp("tiny"))
+    """last.ckpt of an untrained tiny policy, shared by tests that only read it."""
+    return _untrained_checkpoint(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="session")
@@ -61,9 +85,9 @@ def chunked_ckpt(tmp_path_factory):
     """The same with the flow head predicting chunks of 4 actions, executing 2 per query
     (episodes of at most 10 steps keep its rollouts short)."""
     overrides = [
-        "model.head=flow",
+        "model/head=flow",
         "model.chunk_size=4",
         "model.n_action_steps=2",
         "env.max_episode_steps=10",
     ]
-    return _fast_checkpoint(tmp_path_factory.mktemp("chunked"), overrides)
+    return _untrained_checkpoint(tmp_path_factory.mktemp("chunked"), overrides)

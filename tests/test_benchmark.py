@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from vla.benchmark import benchmark
 from vla.benchmark.run import build
 from vla.benchmark.training import lightning_loop, make_module, torch_loop
@@ -17,6 +19,7 @@ KEYS = {
 }
 
 
+@pytest.mark.slow
 def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path):
     cfg = compose_cfg(
         "benchmark",
@@ -53,6 +56,7 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
         assert low <= saved[key] <= high, key
 
 
+@pytest.mark.slow
 def test_both_training_loops_time_the_same_steps_with_the_same_optimizer(compose_cfg, tmp_path):
     cfg = compose_cfg(
         "benchmark",

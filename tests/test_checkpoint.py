@@ -40,10 +40,14 @@ class _RunsCode:
 
 def test_checkpoint_of_another_format_version_is_refused(tiny_ckpt, tmp_path):
     ckpt = torch.load(tiny_ckpt, weights_only=True)
-    ckpt["vla"]["format"] = 2
+    ckpt["vla"]["format"] = 3
     other = tmp_path / "future.ckpt"
     torch.save(ckpt, other)
-    with pytest.raises(CheckpointError, match=r"future.ckpt' has checkpoint format 2; .* format 1"):
+    with pytest.raises(CheckpointError, match=r"future.ckpt' has checkpoint format 3; .* format 2"):
+        load_policy(other)
+    ckpt["vla"]["format"] = 1  # before the heads were config groups: its config names factories
+    torch.save(ckpt, other)
+    with pytest.raises(CheckpointError, match="has checkpoint format 1; this code reads format 2"):
         load_policy(other)
     del ckpt["vla"]["format"]
     torch.save(ckpt, other)

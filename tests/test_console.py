@@ -14,6 +14,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from vla.cli import override_hints
 from vla.console import FinalLines
+from vla.errors import CheckpointError
 from vla.eval.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +52,7 @@ def fast_run(tmp_path_factory):
     return tmp / "run", out
 
 
+@pytest.mark.slow
 def test_console_shows_our_summary_and_no_library_noise(fast_run):
     _, out = fast_run
     console = out.stdout + out.stderr
@@ -60,6 +62,7 @@ def test_console_shows_our_summary_and_no_library_noise(fast_run):
     assert "smoke run" in out.stdout and "run directory:" in out.stdout
 
 
+@pytest.mark.slow
 def test_redirected_progress_is_a_few_lines_without_redraws(fast_run):
     _, out = fast_run
     assert "\r" not in out.stdout + out.stderr
@@ -68,6 +71,7 @@ def test_redirected_progress_is_a_few_lines_without_redraws(fast_run):
     assert "done in" in progress[-1] and "val/loss" in progress[-1]
 
 
+@pytest.mark.slow
 def test_run_log_is_a_record_of_the_run(fast_run):
     run, _ = fast_run
     log = (run / "train.log").read_text()
@@ -76,6 +80,7 @@ def test_run_log_is_a_record_of_the_run(fast_run):
     assert "success rate" in log and f"run directory: {run}" in log
 
 
+@pytest.mark.slow
 def test_tensorboard_holds_animated_rollouts_and_only_measured_success(fast_run):
     run, _ = fast_run
     events = EventAccumulator(str(run / "tensorboard")).Reload()
@@ -88,6 +93,7 @@ def test_tensorboard_holds_animated_rollouts_and_only_measured_success(fast_run)
     assert steps and min(steps) > 0
 
 
+@pytest.mark.slow
 def test_eval_accepts_a_run_folder(fast_run, compose_cfg, tmp_path, caplog):
     run, _ = fast_run
     overrides = ["eval.num_episodes=2", "eval.num_envs=2", "eval.record=1"]
@@ -98,16 +104,18 @@ def test_eval_accepts_a_run_folder(fast_run, compose_cfg, tmp_path, caplog):
     assert f"using {run / 'checkpoints' / 'last.ckpt'}" in caplog.text
     (mp4,) = metrics["videos"]
     assert Path(mp4).read_bytes()[4:8] == b"ftyp"  # an MP4 container
-    with pytest.raises(FileNotFoundError, match="without checkpoints/last.ckpt"):
+    with pytest.raises(CheckpointError, match="without checkpoints/last.ckpt"):
         evaluate(compose_cfg("eval", [f"ckpt_path={tmp_path}", f"paths.output_dir={tmp_path}"]))
 
 
+@pytest.mark.slow
 def test_failed_eval_leaves_no_run_folder(tmp_path):
     out = run_script("eval.py", f"ckpt_path={tmp_path}/missing.ckpt", cwd=tmp_path)
     assert out.returncode == 2 and "does not exist" in out.stderr
     assert list(tmp_path.iterdir()) == []  # no outputs/eval/<date>/, no empty outputs/
 
 
+@pytest.mark.slow
 def test_mistyped_override_gets_a_hint_next_to_hydras_message(tmp_path):
     out = run_script("train.py", "model.dmodel=64", f"hydra.run.dir={tmp_path}/run")
     assert out.returncode == 1

@@ -6,8 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from vla.study import Run, group_rows, markdown, recipe_of, time_to
+from vla.study import Run, find_runs, group_rows, markdown, recipe_of, time_to
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,10 +26,50 @@ def test_time_to_is_the_first_time_the_curve_reaches_the_threshold():
 
 
 def test_recipe_leaves_out_seed_and_output_settings():
-    a = recipe_of(["seed=3", "model.head=continuous", "hydra.run.dir=x", "threads=1", "data.dir=d"])
-    b = recipe_of(["model.head=continuous", "seed=4"])
-    assert a == b == "model.head=continuous"
+    a = recipe_of(["seed=3", "model/head=continuous", "hydra.run.dir=x", "threads=1", "data.dir=d"])
+    b = recipe_of(["model/head=continuous", "seed=4"])
+    assert a == b == "model/head=continuous"
     assert recipe_of(["seed=1"]) == "(defaults)"
+    assert recipe_of(["seed=1", "seeds.selection=2000000100"]) == "seeds.selection=2000000100"
+
+
+def write_run(folder: Path, config: dict, overrides: list[str]) -> None:
+    """A finished run folder as train.py leaves it: metrics.json and Hydra's record."""
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    curve = [dict(step=5, seconds=10.0, success_rate=0.5, final=True)]
+    metrics = dict(curve=curve, success_rate=0.5, timings=dict(total_s=12.0))
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_runs_are_grouped_by_their_configs_not_by_override_strings(tmp_path):
+    def config(seed, selection=2_000_000_000, out="x", heads=4):
+        return {
+            "seed": seed,
+            "threads": 1,
+            "paths": {"output_dir": out, "data_dir": f"{out}/data"},
+            "data": {"dir": f"{out}/data", "batch_size": 32},
+            "seeds": {"test": 1_000_000_000, "selection": selection},
+            "callbacks": {"rollout_eval": {"seed": "${seeds.selection}"}},
+            "model": {"n_heads": heads},
+        }
+
+    write_run(tmp_path / "0", config(0, out="a"), ["seed=0", "data.dir=a/data"])
+    write_run(tmp_path / "1", config(1, out="b"), ["seed=1", "threads=1"])  # the same recipe
+    write_run(tmp_path / "2", config(0, selection=2_000_000_100), ["seed=0", "seeds.selection=2000000100"])  # fmt: skip
+    write_run(tmp_path / "3", config(0, heads=2), ["seed=0"])  # a conf file edited in between
+    write_run(tmp_path / "4", config(1, heads=2), ["seed=1"])
+    runs = {r.path.name: r for r in find_runs(tmp_path)}
+    assert runs["0"].recipe == runs["1"].recipe == "(defaults) [model.n_heads=4]"
+    assert runs["2"].recipe == "seeds.selection=2000000100"
+    assert runs["3"].recipe == runs["4"].recipe == "(defaults) [model.n_heads=2]"
+    rows = group_rows(list(runs.values()))
+    assert [(r["recipe"], r["seeds"]) for r in rows] == [
+        ("(defaults) [model.n_heads=2]", [0, 1]),
+        ("(defaults) [model.n_heads=4]", [0, 1]),
+        ("seeds.selection=2000000100", [0]),
+    ]
 
 
 def test_group_rows_report_the_worst_and_the_median_seed():

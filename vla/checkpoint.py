@@ -23,14 +23,12 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vla.config import instantiate
+from vla.errors import CheckpointError
 from vla.models.policy import VLAPolicy
 
-CHECKPOINT_VERSION = 1
+# 2: the head, keypoints and FiLM are config nodes that target their classes (1 named factories)
+CHECKPOINT_VERSION = 2
 SAFE_PREFIX = "vla."
-
-
-class CheckpointError(ValueError):
-    """A checkpoint is missing, unreadable, unsafe, of another version or does not fit."""
 
 
 def vla_payload(policy_config: dict | None, env_config: dict | None) -> dict:

@@ -1,5 +1,6 @@
-"""What the command-line scripts share: one clear line for bad input, no stack trace, no
-empty run folder left behind, and a hint for a mistyped override."""
+"""What the command-line scripts share: one clear line for the user's errors, no stack trace,
+no empty run folder left behind, a hint for a mistyped override; and for everything else (a
+bug) the full traceback, on the console and in the run's log file."""
 
 from __future__ import annotations
 
@@ -13,19 +14,23 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from vla.config import CONF
 from vla.console import setup_console
-from vla.data.dataset import DatasetError
+from vla.errors import UserError
 
-# Bad input from the user (a config value, a path, a file; CheckpointError is a ValueError)
-USER_ERRORS = (ValueError, FileNotFoundError, DatasetError, OmegaConfBaseException)
-CONF = Path(__file__).resolve().parents[1] / "conf"
+# The user's to fix: our own checks, and config errors OmegaConf finds (a missing `???` value,
+# an interpolation to a key that is not there)
+USER_ERRORS = (UserError, OmegaConfBaseException)
+log = logging.getLogger(__name__)
 
 
 def run_cli(fn, cfg):
-    """Runs `fn(cfg)`; bad input exits with status 2 and one line on stderr, a non-finite
-    loss with status 1, Ctrl-C with status 130 (after training saved a checkpoint).
+    """Runs `fn(cfg)`; the user's error exits with status 2 and one line on stderr, a
+    non-finite loss with status 1, Ctrl-C with status 130 (after training saved a checkpoint).
+    Any other exception is a bug: it propagates with its traceback, which also goes into the
+    run's log file.
 
-    Set VLA_DEBUG=1 to get the full traceback instead.
+    Set VLA_DEBUG=1 to get the full traceback of the user's errors too.
     """
     from vla.training.train import TrainingInterrupted
 
@@ -33,6 +38,7 @@ def run_cli(fn, cfg):
     try:
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
+        log_to_file(f"error: {e}")
         if isinstance(e, USER_ERRORS):
             remove_unstarted_run(cfg)
         if os.environ.get("VLA_DEBUG"):
@@ -40,6 +46,18 @@ def run_cli(fn, cfg):
         print(f"error: {e}", file=sys.stderr)
         code = 130 if isinstance(e, TrainingInterrupted) else 1
         sys.exit(2 if isinstance(e, USER_ERRORS) else code)
+    except Exception as e:
+        log_to_file(f"{type(e).__name__}: {e}", exc_info=sys.exc_info())
+        raise
+
+
+def log_to_file(message: str, exc_info=None) -> None:
+    """Writes a record into the run's log file only: the console gets its own copy (the one
+    line, or the traceback Hydra prints)."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, exc_info)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
 
 
 def remove_unstarted_run(cfg) -> Path | None:
@@ -102,13 +120,29 @@ def override_hints(config_name: str, args: list[str]) -> list[str]:
     if cfg is None:
         return []
     known = set(_flat_keys(OmegaConf.to_container(cfg, resolve=False)))
-    known |= {p.name for p in CONF.iterdir() if p.is_dir()}  # groups such as experiment=...
+    known |= {p.relative_to(CONF).as_posix() for p in CONF.rglob("*") if p.is_dir()}  # model/head
     hints = []
     for key in keys:
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-        if key not in known and close:
+        choice = None if key in known else group_choice_with(key)
+        if choice:
+            hints.append(f"{key} is a key of {choice}: add {choice} to the command")
+        elif key not in known and close:
             hints.append(f"did you mean {close[0]}? ({key} is not a key of the config)")
     return hints
+
+
+def group_choice_with(key: str) -> str | None:
+    """The group choice whose config has `key` (`model.head.flow_steps` -> `model/head=flow`),
+    for a key that the chosen option lacks."""
+    for group in sorted(p for p in CONF.rglob("*") if p.is_dir()):
+        prefix = ".".join(group.relative_to(CONF).parts) + "."
+        if key.startswith(prefix):
+            name = key.removeprefix(prefix).split(".")[0]
+            for option in sorted(group.glob("*.yaml")):
+                if name in OmegaConf.load(option):
+                    return f"{group.relative_to(CONF).as_posix()}={option.stem}"
+    return None
 
 
 def _flat_keys(node, prefix: str = ""):

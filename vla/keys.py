@@ -10,7 +10,10 @@ A training batch is a dict with these keys:
                                     and the K-1 that follow it in its episode
     ACTION_IS_PAD bool   [B,K]      with chunks: True where the chunk ran past its episode
     TARGET       float32 [B,2]      where the shape to reach now is, arena units in [0,1]^2:
-                                    privileged, used only by the optional auxiliary loss
+                                    privileged; only while the training recipe's
+                                    target-keypoint loss is on
+The data module's tensors add one more, per step, to look up each step's tokens and chunk:
+    EPISODE      int64   [N]        the episode of each step
 """
 
 IMAGE = "image"
@@ -20,3 +23,4 @@ ACTION = "action"
 TARGET = "target"
 INSTRUCTION = "instruction"  # raw text, in env observations
 ACTION_IS_PAD = "action_is_pad"  # bool [B,K]: chunk steps past the episode's end
+EPISODE = "episode"  # int64 [N]: the episode of each step (data module tensors, not batches)

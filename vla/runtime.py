@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from vla.errors import ConfigError
+
 
 def configure_torch(threads: int | None = None) -> None:
     """Sets intra-op threads (None: torch's default, one per core) and flushes denormals.
@@ -14,6 +16,6 @@ def configure_torch(threads: int | None = None) -> None:
     """
     if threads is not None:
         if threads < 1:
-            raise ValueError(f"threads={threads} must be >= 1")
+            raise ConfigError(f"threads={threads} must be >= 1")
         torch.set_num_threads(threads)
     torch.set_flush_denormal(True)

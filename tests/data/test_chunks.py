@@ -1,8 +1,8 @@
 import pytest
 import torch
 
+from vla.data.batches import TensorBatches
 from vla.data.chunks import chunk_indices
-from vla.data.datamodule import TensorBatches
 from vla.keys import ACTION, ACTION_IS_PAD, IMAGE, STATE, TOKENS
 
 

@@ -12,6 +12,7 @@ from vla.data.collect import collect
 from vla.data.dataset import DatasetError, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.data.seeds import SEED_LIMIT, SELECTION_SEED_START, TEST_SEED_START, check_seeds
+from vla.errors import SeedRangeError
 
 ENV = dict(num_targets=3, image_size=32)
 
@@ -90,6 +91,7 @@ def test_meta_that_disagrees_with_arrays_is_refused(tmp_path):
         load_demos(path)
 
 
+@pytest.mark.slow
 def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
     code = (
         "from vla.data.collect import collect\n"
@@ -110,7 +112,9 @@ def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
 
 
 def test_seed_ranges_are_disjoint(tmp_path):
-    with pytest.raises(ValueError, match=r"data.seed=999999995 with 10 episodes .* demonstration"):
+    with pytest.raises(
+        SeedRangeError, match=r"data.seed=999999995 with 10 episodes .* demonstration"
+    ):
         collect(ENV, tmp_path, 10, seed=TEST_SEED_START - 5, progress=False)
     cases = [  # (use, first, num, accepted)
         ("demonstration", 0, 10, True),
@@ -130,10 +134,11 @@ def test_seed_ranges_are_disjoint(tmp_path):
         if accepted:
             check_seeds(use, first, num, "key")
         else:
-            with pytest.raises(ValueError, match=f"key={first} with {num} episodes"):
+            with pytest.raises(SeedRangeError, match=f"key={first} with {num} episodes"):
                 check_seeds(use, first, num, "key")
 
 
+@pytest.mark.slow
 def test_collect_script_reports_and_refuses_bad_values(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
@@ -151,3 +156,18 @@ def test_collect_script_reports_and_refuses_bad_values(tmp_path):
     )
     assert bad.returncode != 0
     assert "env.num_targets=9" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_complete_copy_is_kept_and_only_a_corrupt_one_replaced(tmp_path):
+    """Two processes that both found the dataset missing: the second to finish keeps the
+    first one's folder (a reader may have it open) instead of swapping its own in."""
+    first = collect(ENV, tmp_path, 10, progress=False)
+    reader = load_demos(first)  # memory-mapped: its files stay in use
+    inode = (first / "image.npy").stat().st_ino
+    again = collect(ENV, tmp_path, 10, progress=False)
+    assert again == first and (first / "image.npy").stat().st_ino == inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name]  # no leftovers
+    assert reader.num_steps == load_demos(first).num_steps
+    (first / "meta.json").write_text("{not json")  # corrupt: the next writer replaces it
+    collect(ENV, tmp_path, 10, progress=False)
+    assert (first / "image.npy").stat().st_ino != inode and load_demos(first).num_steps > 0

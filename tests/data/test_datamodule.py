@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import vla.data.datamodule as datamodule_module
-from vla.data.datamodule import ReachDataModule, TensorBatches, random_shift
+from vla.data.batches import TensorBatches, random_shift
+from vla.data.datamodule import ReachDataModule
 from vla.data.dataset import DatasetError
 from vla.keys import ACTION, IMAGE, STATE, TOKENS
 

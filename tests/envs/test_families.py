@@ -19,6 +19,7 @@ from vla.envs.grammar import (
 )
 from vla.envs.reach import ReachEnv
 from vla.envs.referents import resolve
+from vla.errors import ConfigError
 
 HELD_NAMES = {PAIRS[p] for p in HELD_OUT_PAIRS}
 
@@ -143,7 +144,7 @@ def test_a_typed_instruction_gets_a_scene_that_has_what_it_names():
     ],
 )
 def test_a_configuration_that_cannot_be_built_gets_one_line_naming_it(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         ReachEnv(**kwargs)
 
 

@@ -7,6 +7,7 @@ import vla  # noqa: F401  (registers the env)
 from vla.envs import ENV_ID
 from vla.envs.grammar import COLOURS, PAIRS, SHAPES, VERBS, vocabulary
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 
 
 def test_registered_and_passes_gymnasium_checker():
@@ -135,7 +136,7 @@ def test_non_finite_action_is_refused(bad):
     ],
 )
 def test_invalid_config_names_field_and_value(kwargs, field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ConfigError, match=field):
         ReachEnv(**kwargs)
 
 

@@ -1,13 +1,38 @@
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
+from tests.builders import build_policy, random_batch
+from vla import keys
 from vla.checkpoint import load_policy
 from vla.data.seeds import TEST_SEED_START
 from vla.envs.reach import ReachEnv
-from vla.eval.attention import readout_attention
+from vla.eval.attention import attention_maps, readout_attention
 from vla.eval.video import annotate, save_gif
 from vla.eval.visualize import visualize
+
+
+@pytest.mark.parametrize("readout", ["self", "cross"])
+def test_attention_maps(readout):
+    policy = build_policy("tiny", f"model.policy.readout.mode={readout}")
+    policy.train()
+    batch = random_batch(policy, batch_size=2)
+    weights, layout = attention_maps(
+        policy, batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]
+    )
+    assert policy.training  # the mode is restored after the query
+    T = policy.num_tokens()
+    # 32 px in 16 px patches: 4 patches, then 8 keypoints, 8 words, the state (and readout)
+    assert T == 4 + 8 + 8 + 1 + (1 if readout == "self" else 0)
+    assert layout["image"] == slice(0, 4) and layout["keypoints"] == slice(4, 12)
+    assert layout["text"] == slice(12, 20)
+    assert len(weights) == 2 + (1 if readout == "cross" else 0)
+    for w in weights:
+        assert w.shape[:2] == (2, 4) and w.shape[-1] == layout["state"].stop + (readout == "self")
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
+        pad = batch[keys.TOKENS] == 0  # [B,L]: PAD words get no attention from anyone
+        assert (w[:, :, :, layout["text"]].permute(0, 3, 1, 2)[pad] == 0).all()
 
 
 def test_readout_attention_sums_to_one_over_keys(tiny_ckpt):

@@ -7,6 +7,7 @@ from vla.data.seeds import TEST_SEED_START
 from vla.envs import render
 from vla.envs.grammar import PAIRS
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.rollout import NEUTRAL_INSTRUCTION, ablate_inputs, rollout
 
 
@@ -19,9 +20,14 @@ def test_rollout_counts_every_episode_with_its_seed(policy_env):
     policy, env = policy_env
     result = rollout(policy, env, num_episodes=7, seed=TEST_SEED_START, num_envs=3, record=2)
     m = result.metrics()
-    assert m["num_episodes"] == 7 and 0 <= m["success_rate"] <= 1
+    assert m["num_episodes"] == 7 and m["success_rate"] == result.success.sum() / 7
+    assert m["mean_steps"] == result.steps.sum() / 7
     assert list(result.seeds) == list(range(TEST_SEED_START, TEST_SEED_START + 7))
-    assert np.all((result.steps >= 1) & (result.steps <= env["max_episode_steps"]))
+    max_steps = env["max_episode_steps"]
+    assert np.all((result.steps >= 1) & (result.steps <= max_steps))
+    # an episode that stopped early reached its target; one that failed ran to the end
+    assert np.all(result.success[result.steps < max_steps])
+    assert np.all(result.steps[~result.success] == max_steps)
     for i, seed in enumerate(result.seeds):  # the instruction of each episode is its seed's
         obs, info = ReachEnv(**env).reset(seed=int(seed))
         assert result.instructions[i] == obs["instruction"]
@@ -29,6 +35,9 @@ def test_rollout_counts_every_episode_with_its_seed(policy_env):
     assert len(result.frames) == 2 and result.frames[0][0].shape == (256, 256, 3)
     assert len(result.frames[0]) == result.steps[0] + 1  # reset frame + one per step
     assert set(m["success_by_colour"]) <= {c for c, _ in PAIRS}
+    for colour, rate in m["success_by_colour"].items():
+        named = np.array([PAIRS[p][0] == colour for p in result.target_pair])
+        assert rate == result.success[named].mean()
 
 
 def test_ablation_really_replaces_the_input(policy_env):
@@ -61,5 +70,5 @@ def test_rollout_feeds_the_ablated_inputs_to_the_policy(policy_env, monkeypatch)
 
 def test_unknown_ablation_is_refused(policy_env):
     policy, env = policy_env
-    with pytest.raises(ValueError, match="unknown entries"):
+    with pytest.raises(ConfigError, match="unknown entries"):
         rollout(policy, env, 1, TEST_SEED_START, ablate=["smell"])

@@ -6,6 +6,7 @@ from PIL import Image
 
 from vla.checkpoint import load_policy, read_checkpoint
 from vla.data.seeds import TEST_SEED_START
+from vla.errors import ConfigError
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.eval.visualize import visualize
@@ -14,7 +15,11 @@ from vla.models.heads import FlowHead
 
 def test_checkpoint_round_trips_the_chunk_settings(chunked_ckpt):
     head = read_checkpoint(chunked_ckpt)["vla"]["policy_config"]["head"]
-    assert (head["kind"], head["chunk_size"], head["flow_steps"]) == ("flow", 4, 10)
+    assert (head["_target_"], head["chunk_size"], head["flow_steps"]) == (
+        "vla.models.heads.flow.FlowHead",
+        4,
+        10,
+    )
     policy, _ = load_policy(chunked_ckpt)
     assert isinstance(policy.head, FlowHead)
     assert (policy.chunk_size, policy.n_action_steps, policy.head.flow_steps) == (4, 2, 10)
@@ -40,11 +45,11 @@ def test_rollout_queries_once_per_n_action_steps(chunked_ckpt):
 def test_rollout_refuses_chunk_settings_that_mean_nothing(chunked_ckpt, tiny_ckpt):
     chunked, env = load_policy(chunked_ckpt)
     single, _ = load_policy(tiny_ckpt)
-    with pytest.raises(ValueError, match=r"model.chunk_size=1\)"):
+    with pytest.raises(ConfigError, match=r"model.chunk_size=1\)"):
         rollout(single, env, 1, TEST_SEED_START, temporal_ensemble_coeff=0.1)
-    with pytest.raises(ValueError, match="eval.n_action_steps=2 must be 1 or unset"):
+    with pytest.raises(ConfigError, match="eval.n_action_steps=2 must be 1 or unset"):
         rollout(chunked, env, 1, TEST_SEED_START, n_action_steps=2, temporal_ensemble_coeff=0.1)
-    with pytest.raises(ValueError, match="eval.n_action_steps=5 must be between 1 and model.chunk_size=4"):  # fmt: skip
+    with pytest.raises(ConfigError, match="eval.n_action_steps=5 must be between 1 and model.chunk_size=4"):  # fmt: skip
         rollout(chunked, env, 1, TEST_SEED_START, n_action_steps=5)
 
 

@@ -4,6 +4,7 @@ import logging
 import pytest
 from PIL import Image
 
+from vla.errors import ConfigError
 from vla.eval.evaluate import evaluate
 from vla.eval.suite import Level, level_env, select_levels
 
@@ -47,7 +48,7 @@ def test_suite_only_runs_the_levels_named_and_refuses_unknown_ones(
 ):
     levels = {"a": {"kind": "x", "env": {}}, "b": {"kind": "y", "env": {"num_targets": 4}}}
     assert [lv.name for lv in select_levels(levels, ["b"])] == ["b"]
-    with pytest.raises(ValueError, match=r"unknown levels \['c'\]: known are \['a', 'b'\]"):
+    with pytest.raises(ConfigError, match=r"unknown levels \['c'\]: known are \['a', 'b'\]"):
         select_levels(levels, ["b", "c"])
     cfg = eval_cfg(
         compose_cfg, tiny_ckpt, tmp_path, "suite=levels", "suite.only=[novel_pairs,pixel_noise]"

@@ -5,6 +5,7 @@ import torch
 from einops import rearrange
 from torch import nn
 
+from vla.errors import ConfigError
 from vla.models.attention import MultiHeadAttention, scaled_dot_product
 
 
@@ -126,9 +127,9 @@ def test_cross_attention_output_follows_the_queries():
 
 
 def test_invalid_arguments_fail_at_construction():
-    with pytest.raises(ValueError, match="d_model=100 is not divisible by n_heads=3"):
+    with pytest.raises(ConfigError, match="d_model=100 is not divisible by n_heads=3"):
         MultiHeadAttention(100, 3)
-    with pytest.raises(ValueError, match="unknown attn_impl 'flash'"):
+    with pytest.raises(ConfigError, match="unknown attn_impl 'flash'"):
         MultiHeadAttention(64, 4, attn_impl="flash")
     with pytest.raises(ValueError, match="causal attention needs Tq == Tk"):
         MultiHeadAttention(64, 4)(torch.randn(1, 2, 64), torch.randn(1, 3, 64), causal=True)

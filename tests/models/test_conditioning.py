@@ -4,7 +4,8 @@ initialisation, and gradients through a whole policy."""
 import pytest
 import torch
 
-from vla.models.keypoints import KeypointEncoder, make_keypoints
+from vla.errors import ConfigError
+from vla.models.keypoints import KeypointEncoder
 from vla.models.readout import Readout
 from vla.models.transformer import TransformerEncoder
 
@@ -45,16 +46,15 @@ def test_the_instruction_gain_scales_the_detector_channels():
     torch.testing.assert_close(xy, expected @ enc.grid_xy)
 
 
-def test_keypoints_refuse_a_wrong_image_and_zero_means_none():
-    assert make_keypoints(0, image_size=48, d_model=16) is None
-    enc = make_keypoints(3, image_size=48, d_model=16)
+def test_keypoints_refuse_a_wrong_image_and_bad_arguments():
+    enc = KeypointEncoder(48, 3, 16)
     with pytest.raises(ValueError, match=r"does not match \[B,48,48,3\]"):
         enc(torch.zeros(1, 32, 32, 3), torch.zeros(1, 16))
     with pytest.raises(ValueError, match="needs `cond`"):
         enc(torch.zeros(1, 48, 48, 3))
-    with pytest.raises(ValueError, match="num_keypoints=-1"):
+    with pytest.raises(ConfigError, match="num_keypoints=-1"):
         KeypointEncoder(48, -1, 16)
-    with pytest.raises(ValueError, match="kernel_size=4 must be odd"):
+    with pytest.raises(ConfigError, match="kernel_size=4 must be odd"):
         KeypointEncoder(48, 2, 16, kernel_size=4)
 
 
@@ -81,10 +81,10 @@ def test_conditioning_starts_as_the_identity():
 def test_every_conditioning_parameter_gets_a_gradient(make_policy, make_batch, readout):
     policy = make_policy(
         "tiny",
-        "model.keypoints=4",
-        "model.instruction_query=true",
-        "model.film_blocks=true",
-        f"model.readout={readout}",
+        "model.keypoints.num_keypoints=4",
+        "model.policy.readout.instruction_query=true",
+        "model.policy.encoder.film=true",
+        f"model.policy.readout.mode={readout}",
     )
     assert "keypoints" in policy.token_layout()
     loss, _ = policy(make_batch(policy, batch_size=4))

@@ -1,17 +1,41 @@
+import inspect
+
 import pytest
 import torch
 import torch.nn.functional as F
 from einops import rearrange
+from hydra.utils import get_class
+from omegaconf import OmegaConf
 
-from vla.models.heads import (
-    HEADS,
-    AutoregressiveHead,
-    ContinuousHead,
-    DiscreteHead,
-    FlowHead,
-    make_head,
-)
+from tests.builders import CONF_DIR
+from vla.config import instantiate
+from vla.errors import ConfigError
+from vla.models.heads import AutoregressiveHead, ContinuousHead, DiscreteHead, FlowHead
 from vla.models.heads.base import actions_to_bins, bins_to_actions
+
+HEADS = sorted(p.stem for p in (CONF_DIR / "model" / "head").glob("*.yaml"))
+
+
+def head_from_config(kind: str, d_model: int, action_dim: int, **values):
+    """The head `conf/model/head/<kind>.yaml` builds, with the model's shared sizes as given
+    and `values` for the head's own arguments."""
+    shared = dict(d_model=d_model, action_dim=action_dim, num_readouts=1, chunk_size=1)
+    shared |= dict(n_heads=4, mlp_ratio=4, dropout=0.0, attn_impl="sdpa")
+    shared |= {k: values.pop(k) for k in list(values) if k in shared}
+    node = OmegaConf.load(CONF_DIR / "model" / "head" / f"{kind}.yaml")
+    root = OmegaConf.create({"model": shared, "head": node})
+    return instantiate(OmegaConf.merge(root.head, values))
+
+
+@pytest.mark.parametrize(
+    "config",
+    [f"head/{h}" for h in HEADS] + ["keypoints/spatial_softmax", "film/patches"],
+)
+def test_every_config_group_file_states_every_constructor_argument(config):
+    node = OmegaConf.load(CONF_DIR / "model" / f"{config}.yaml")
+    cls = get_class(node._target_)
+    arguments = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    assert set(node) - {"_target_"} == arguments
 
 
 def test_bins_round_trip_within_half_a_bin():
@@ -29,7 +53,8 @@ def test_bins_round_trip_within_half_a_bin():
 @pytest.mark.parametrize("kind", HEADS)
 def test_common_interface(kind, chunk_size):
     torch.manual_seed(0)
-    head = make_head(kind, d_model=32, action_dim=2, num_bins=16, num_readouts=2, chunk_size=chunk_size)  # fmt: skip
+    bins = {"num_bins": 16} if kind in ("discrete", "autoregressive") else {}
+    head = head_from_config(kind, d_model=32, action_dim=2, num_readouts=2, chunk_size=chunk_size, **bins)  # fmt: skip
     features, target = torch.randn(5, 2, 32), torch.rand(5, chunk_size, 2) * 2 - 1
     is_pad = torch.zeros(5, chunk_size, dtype=torch.bool)
     is_pad[0, 1:] = True
@@ -43,9 +68,21 @@ def test_common_interface(kind, chunk_size):
         head.loss(features, target[:, 0] if chunk_size == 1 else target[:, :1])
 
 
-def test_unknown_head():
-    with pytest.raises(ValueError, match=r"unknown head 'foo' \(expected one of: continuous, discrete, autoregressive, flow\)"):  # fmt: skip
-        make_head("foo", d_model=32, action_dim=2)
+@pytest.mark.parametrize("kind", HEADS)
+def test_the_training_loss_never_samples_or_decodes(kind, monkeypatch):
+    """`loss` is the training step's whole cost: it never calls `predict`, and the flow head
+    draws exactly its noise and its times from the global generator, nothing more."""
+    head = head_from_config(kind, d_model=16, action_dim=2, chunk_size=3)
+    monkeypatch.setattr(head, "predict", lambda features: pytest.fail("loss called predict"))
+    features, target = torch.randn(4, 1, 16), torch.rand(4, 3, 2) * 2 - 1
+    torch.manual_seed(0)
+    head.loss(features, target)
+    after_loss = torch.randn(1)
+    torch.manual_seed(0)
+    if kind == "flow":  # the draws its loss makes
+        torch.randn_like(target)
+        head.sample_time(4, torch.device("cpu"))
+    assert torch.equal(after_loss, torch.randn(1))
 
 
 PAD = torch.tensor([[False, False, True], [False, True, True], [False] * 3, [False] * 3])
@@ -54,7 +91,8 @@ PAD = torch.tensor([[False, False, True], [False, True, True], [False] * 3, [Fal
 @pytest.mark.parametrize("kind", ["continuous", "discrete", "autoregressive"])
 def test_loss_ignores_padded_steps(kind):
     """Whatever the padded steps hold, the loss is the same; a real step does change it."""
-    head = make_head(kind, d_model=16, action_dim=2, num_bins=16, chunk_size=3)
+    bins = {"num_bins": 16} if kind != "continuous" else {}
+    head = head_from_config(kind, d_model=16, action_dim=2, chunk_size=3, **bins)
     features = torch.randn(4, 1, 16)
     target = torch.rand(4, 3, 2) * 2 - 1
     is_pad = PAD
@@ -201,11 +239,15 @@ def test_flow_head_keeps_both_modes_that_regression_averages():
 
 
 def test_invalid_head_arguments():
-    with pytest.raises(ValueError, match="num_bins=1 must be >= 2"):
+    with pytest.raises(ConfigError, match="num_bins=1 must be >= 2"):
         DiscreteHead(16, 2, num_bins=1)
-    with pytest.raises(ValueError, match="unknown loss 'l3'"):
+    with pytest.raises(ConfigError, match="unknown loss 'l3'"):
         ContinuousHead(16, 2, loss="l3")
-    with pytest.raises(ValueError, match="chunk_size=0 must be >= 1"):
-        make_head("discrete", 16, 2, chunk_size=0)
-    with pytest.raises(ValueError, match="flow_steps=0 must be >= 1"):
-        make_head("flow", 16, 2, flow_steps=0)
+    with pytest.raises(ConfigError, match="chunk_size=0 must be >= 1"):
+        head_from_config("discrete", 16, 2, chunk_size=0)
+    with pytest.raises(ConfigError, match="flow_steps=0 must be >= 1"):
+        head_from_config("flow", 16, 2, flow_steps=0)
+    with pytest.raises(ConfigError, match="depth=0 must be >= 1"):
+        head_from_config("autoregressive", 16, 2, depth=0)
+    with pytest.raises(ConfigError, match="time_dim=3 must be even"):
+        head_from_config("flow", 16, 2, time_dim=3)

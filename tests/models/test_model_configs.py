@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 
+from vla.config import check_group_choices, instantiate
+from vla.errors import ConfigError
 from vla.models.policy import VLAPolicy
 
 
@@ -25,20 +25,23 @@ def test_config_composes_instantiates_and_runs(
     n_params = sum(p.numel() for p in policy.parameters())
     assert min_params < n_params < max_params
     loss, logs = policy(make_batch(policy, batch_size=2))
-    assert torch.isfinite(loss) and {"loss", "action_mse"} <= set(logs)
+    assert torch.isfinite(loss) and torch.equal(logs["ce"], loss.detach())
 
 
 @pytest.mark.parametrize(
     ("override", "check"),
     [
-        ("model.film=false", lambda p: p.film is None),
-        ("model.coord_features=false", lambda p: not p.image_encoder.coord_features),
-        ("model.head=continuous", lambda p: type(p.head).__name__ == "ContinuousHead"),
-        ("model.head=autoregressive", lambda p: type(p.head).__name__ == "AutoregressiveHead"),
-        ("model.readout=cross", lambda p: p.readout.mode == "cross" and "readout" not in p.token_layout()),
+        ("model/film=none", lambda p: p.film is None),
+        ("model/keypoints=none", lambda p: p.keypoints is None and "keypoints" not in p.token_layout()),
+        ("model.keypoints.hidden=16", lambda p: p.keypoints.detect.out_channels == 16),
+        ("model.policy.image_encoder.coord_features=false", lambda p: not p.image_encoder.coord_features),
+        ("model/head=continuous", lambda p: type(p.head).__name__ == "ContinuousHead"),
+        ("model/head=autoregressive", lambda p: type(p.head).__name__ == "AutoregressiveHead"),
+        ("model.policy.readout.mode=cross", lambda p: p.readout.mode == "cross" and "readout" not in p.token_layout()),
         ("model.attn_impl=naive", lambda p: p.encoder.blocks[0].attn.attn_impl == "naive"),
         ("model.pos_emb=sinusoidal", lambda p: p.image_encoder.pos.kind == "sinusoidal"),
-        ("model.num_bins=32", lambda p: p.head(torch.zeros(1, p.head.num_readouts, p.d_model)).shape == (1, 1, 2, 32)),
+        ("model.head.num_bins=32", lambda p: p.head(torch.zeros(1, p.head.num_readouts, p.d_model)).shape == (1, 1, 2, 32)),
+        ("model.head.hidden_dim=48", lambda p: p.head.action_head[0].out_features == 48),
         ("model.depth=1", lambda p: len(p.encoder.blocks) == 1),
     ],
 )  # fmt: skip
@@ -55,13 +58,47 @@ def test_command_line_overrides(make_policy, make_batch, override, check):
     [
         (["model.d_model=100", "model.n_heads=3"], 32, "d_model=100 is not divisible by n_heads=3"),
         ([], 60, "image_size=60 is not divisible by patch_size=16"),
-        (["model.head=foo"], 32, "unknown head 'foo' (expected one of: continuous, discrete, autoregressive, flow)"),
-        (["model.readout=both"], 32, "unknown readout 'both'"),
+        (["model.policy.readout.mode=both"], 32, "unknown readout 'both'"),
         (["model.pos_emb=sinusoidal", "model.d_model=66", "model.n_heads=3"], 32, "dim % 4 == 0"),
     ],
 )  # fmt: skip
 def test_bad_values_fail_with_a_clear_message(compose_model_cfg, overrides, image_size, message):
     cfg = compose_model_cfg("tiny", overrides, image_size=image_size)
-    with pytest.raises(InstantiationException) as info:
+    with pytest.raises(ConfigError) as info:
         instantiate(cfg.model.policy)
-    assert message in str(info.value)
+    assert str(info.value).startswith(message) or message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.head=flow"], "model.head='flow' sets a config group like a value: choose one with model/head=<autoregressive|continuous|discrete|flow>"),
+        (["model.keypoints=0"], "model.keypoints=0 sets a config group like a value: choose one with model/keypoints=<none|spatial_softmax>"),
+        (["model.film=false"], "model.film=False sets a config group like a value: choose one with model/film=<none|patches>"),
+    ],
+)  # fmt: skip
+def test_a_group_set_like_a_value_names_the_group_choice(compose_cfg, overrides, message):
+    """The old flat knobs (`model.head=flow`, `model.keypoints=0`) are group choices now."""
+    with pytest.raises(ConfigError) as info:
+        check_group_choices(compose_cfg("train", overrides))
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "check"),
+    [
+        (["model/head=autoregressive", "model.head.depth=2"], lambda h: len(h.blocks) == 2),
+        (["model/head=flow", "model.head.time_dim=16"], lambda h: h.time_dim == 16),
+        (["model/head=flow", "model.head.seed=3"], lambda h: h.seed == 3),
+        (["model/head=flow", "model.head.flow_steps=20"], lambda h: h.flow_steps == 20),
+        (["model/head=continuous", "model.head.loss=smooth_l1"], lambda h: h.loss_kind == "smooth_l1"),
+    ],
+)  # fmt: skip
+def test_every_head_argument_is_reachable(make_policy, overrides, check):
+    assert check(make_policy("tiny", *overrides).head)
+
+
+def test_an_argument_a_head_does_not_take_is_the_users_error(compose_model_cfg):
+    cfg = compose_model_cfg("tiny", ["+model.head.depth=2"])  # the discrete head has no depth
+    with pytest.raises(ConfigError, match="unexpected keyword argument 'depth'.*model.policy.head"):
+        instantiate(cfg.model.policy)

@@ -5,6 +5,7 @@ import torch
 
 from vla.envs import grammar
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.models.tokenizer import PAD_ID, UNK_ID, Tokenizer
 
 
@@ -74,9 +75,9 @@ def test_vocabulary_travels_in_the_state_dict():
 
 
 def test_invalid_vocab():
-    with pytest.raises(ValueError, match="must start with"):
+    with pytest.raises(ConfigError, match="must start with"):
         Tokenizer(vocab=["red", "<pad>", "<unk>"])
-    with pytest.raises(ValueError, match="duplicate words: \\['red'\\]"):
+    with pytest.raises(ConfigError, match="duplicate words: \\['red'\\]"):
         Tokenizer(vocab=["<pad>", "<unk>", "red", "red"])
-    with pytest.raises(ValueError, match="max_len=0"):
+    with pytest.raises(ConfigError, match="max_len=0"):
         Tokenizer(max_len=0)

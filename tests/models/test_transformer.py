@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from vla.errors import ConfigError
 from vla.models.transformer import EncoderBlock, TransformerEncoder
 
 
@@ -55,5 +56,5 @@ def test_block_is_pre_norm_residual():
 
 
 def test_invalid_depth():
-    with pytest.raises(ValueError, match="depth=0 must be >= 1"):
+    with pytest.raises(ConfigError, match="depth=0 must be >= 1"):
         TransformerEncoder(32, 4, depth=0)

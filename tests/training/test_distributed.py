@@ -12,6 +12,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from vla.checkpoint import load_policy, read_checkpoint
+from vla.data.dataset import load_demos
 from vla.data.seeds import TEST_SEED_START
 from vla.eval.rollout import rollout
 from vla.training.train import train
@@ -28,16 +29,10 @@ FAST = [
 ]
 
 
-def _run(args, tmp_path, name):
+def _train(args, launcher=(sys.executable,)) -> subprocess.CompletedProcess:
+    """scripts/train.py with the FAST overrides and `args`, started by `launcher`."""
     out = subprocess.run(
-        [
-            sys.executable,
-            "scripts/train.py",
-            *FAST,
-            *args,
-            f"hydra.run.dir={tmp_path}/{name}",
-            f"data.dir={tmp_path}/data",
-        ],
+        [*launcher, "scripts/train.py", *FAST, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -45,9 +40,15 @@ def _run(args, tmp_path, name):
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def _run(args, tmp_path, name):
+    _train([*args, f"hydra.run.dir={tmp_path}/{name}", f"data.dir={tmp_path}/data"])
     return read_checkpoint(tmp_path / name / "checkpoints" / "last.ckpt")
 
 
+@pytest.mark.slow
 def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tmp_path):
     single = _run(["data.batch_size=16"], tmp_path, "single")
     ddp = _run(["trainer=ddp_cpu", "data.batch_size=8"], tmp_path, "ddp")
@@ -62,6 +63,28 @@ def test_two_process_ddp_matches_one_process_with_the_same_global_batch(tmp_path
     assert (tmp_path / "ddp" / "metrics.json").is_file()  # written once, by rank 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["lightning", "torchrun"])
+def test_two_processes_from_an_empty_data_folder_collect_once(tmp_path, launcher):
+    """Lightning's launcher starts the second process inside `fit`; torchrun (like srun)
+    starts both at once. Either way one process collects the demonstrations while the other
+    waits, then both load the one copy."""
+    args = ["trainer=ddp_cpu", "data.batch_size=8", f"hydra.run.dir={tmp_path}/run"]
+    args.append(f"data.dir={tmp_path}/data")  # empty: nothing collected yet
+    launch = [sys.executable]
+    if launcher == "torchrun":
+        port = str(29500 + os.getpid() % 1000)
+        launch += ["-m", "torch.distributed.run", "--nproc_per_node=2"]
+        launch += ["--master_addr=127.0.0.1", f"--master_port={port}"]
+    out = _train(args, launch)
+    console = out.stdout + out.stderr
+    assert console.count("demonstrations: 60 episodes") == 1, console[-3000:]  # one collector
+    (dataset,) = (tmp_path / "data").iterdir()  # one copy, no temporary or stale folders
+    assert dataset.name.startswith("reach-") and load_demos(dataset).num_episodes == 60
+    assert read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["global_step"] == 5
+
+
+@pytest.mark.slow
 def test_multirun_with_the_basic_launcher(tmp_path):
     out = subprocess.run(
         [
@@ -128,6 +151,7 @@ def test_scale_up_trainer_configs_compose(compose_cfg, tmp_path, trainer):
     )
 
 
+@pytest.mark.slow
 def test_gpu_recipe_runs_on_cpu_in_bf16_with_compile(compose_cfg, fast_overrides):
     """trainer=gpu with the accelerator swapped to CPU: bf16 autocast and torch.compile."""
     cfg = compose_cfg(

@@ -15,6 +15,7 @@ from vla.checkpoint import (
     load_policy,
     read_checkpoint,
 )
+from vla.errors import UserError
 from vla.training.module import BCModule
 from vla.training.train import train
 
@@ -31,7 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
         (["optimizer.lr=0"], "optimizer.lr=0"),
         (["trainer.max_epochs=0"], "trainer.max_epochs=0"),
         (["eval.num_episodes=-1"], "eval.num_episodes=-1"),
-        (["model.head=foo"], "unknown head 'foo'"),
+        (["model.head=foo"], "model.head='foo' sets a config group like a value"),
+        (["model/keypoints=none", "model.target_keypoint_weight=1"], "model/keypoints=none"),
+        (["data.chunk_size=2"], "data.chunk_size=2 must equal model.chunk_size=1"),
+        (
+            ["eval.n_action_steps=2"],
+            "eval.n_action_steps=2 must be between 1 and model.chunk_size=1",
+        ),
         (["ckpt_path=/nonexistent/last.ckpt"], "does not exist"),
         (["eval.seed=0"], r"eval.seed=0 with 200 episodes uses seeds 0..199, outside the test"),
         (["eval.seed=2000000000"], "eval.seed=2000000000 with 200 episodes"),
@@ -46,11 +53,12 @@ def test_bad_config_fails_before_any_work(compose_cfg, tmp_path, overrides, mess
         "train",
         [f"paths.output_dir={tmp_path}/run", f"data.dir={tmp_path}/data", "model=tiny", *overrides],
     )
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(UserError, match=message):
         train(cfg)
     assert not (tmp_path / "data").exists()  # failed before collecting anything
 
 
+@pytest.mark.slow
 def test_scripts_print_one_line_and_exit_nonzero(tmp_path):
     runs = [
         (["scripts/train.py", "model.d_model=100", "model.n_heads=3"], "d_model=100"),
@@ -137,6 +145,7 @@ def _wait_for_step(ckpt: Path, min_step: int, proc, timeout=300):
     raise AssertionError(f"no checkpoint at step >= {min_step}: {stderr[-2000:]}")
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=5")
@@ -149,6 +158,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert read_checkpoint(ckpt)["global_step"] >= 5
 
 
+@pytest.mark.slow
 def test_kill_9_loses_at_most_the_checkpoint_interval_and_resumes(tmp_path, compose_cfg):
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=4")
@@ -198,6 +208,7 @@ def _weights_after_steps(compose_cfg, tmp_path, seed):
     return read_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["state_dict"]
 
 
+@pytest.mark.slow
 def test_same_seed_gives_bit_identical_weights(compose_cfg, tmp_path):
     a = _weights_after_steps(compose_cfg, tmp_path / "a", seed=1)
     b = _weights_after_steps(compose_cfg, tmp_path / "b", seed=1)

@@ -1,5 +1,6 @@
 import pytest
 
+from vla.errors import ConfigError
 from vla.training.train import train
 
 
@@ -15,6 +16,6 @@ def test_a_task_that_cannot_be_built_fails_before_any_data(
     compose_cfg, fast_overrides, tmp_path, override, message
 ):
     cfg = compose_cfg("train", [*fast_overrides, override, "~logger"])
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ConfigError, match=message):
         train(cfg)
     assert not (tmp_path / "data").exists()

@@ -14,6 +14,7 @@ import vla.data.datamodule
 import vla.training.callbacks
 import vla.training.train
 from vla.checkpoint import load_policy, read_checkpoint
+from vla.errors import SeedRangeError
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.training.callbacks import LastCheckpoint
@@ -30,6 +31,7 @@ GROUPS = {
     "trainer": ["cpu"],
     "logger": ["tensorboard"],
     "callbacks": ["default"],
+    "eval": ["default"],  # model/head, model/keypoints, model/film: tests/models
     "debug": ["fast"],
     "experiment": ["shared_colours", "tiny_quick", "suite"],
 }
@@ -83,6 +85,7 @@ def test_command_line_override_changes_the_model(compose_cfg, tmp_path):
     assert count(["model.depth=1"]) < count([]) < count(["model.d_model=192", "model.n_heads=4"])
 
 
+@pytest.mark.slow
 def test_fast_dev_run_builds_the_data_once(compose_cfg, fast_overrides, monkeypatch):
     calls = []
     real = vla.data.datamodule.ensure_demos
@@ -126,6 +129,7 @@ def trained_run(compose_cfg, fast_overrides, tmp_path, monkeypatch):
     return Path(cfg.paths.output_dir), metrics | extra, cfg
 
 
+@pytest.mark.slow
 def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run):
     run, metrics, cfg = trained_run
     assert (run / "checkpoints" / "last.ckpt").is_file()
@@ -159,6 +163,7 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
     assert all(torch.isfinite(torch.tensor(losses)))
 
 
+@pytest.mark.slow
 def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
     run, metrics, _ = trained_run
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")  # written at the last step
@@ -170,6 +175,7 @@ def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
         assert all(torch.equal(w, average[f"policy.{k}"]) for k, w in ran.items())
 
 
+@pytest.mark.slow
 def test_checkpoint_rebuilds_the_policy_alone(trained_run):
     run, _, _ = trained_run
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
@@ -179,6 +185,7 @@ def test_checkpoint_rebuilds_the_policy_alone(trained_run):
     assert not policy.training
 
 
+@pytest.mark.slow
 def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
     run, _, _ = trained_run
     cfg = compose_cfg(
@@ -190,7 +197,7 @@ def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
             f"paths.output_dir={tmp_path}/eval",
         ],
     )
-    with pytest.raises(ValueError, match="eval.seed=0 with 6 episodes uses seeds 0..5"):
+    with pytest.raises(SeedRangeError, match="eval.seed=0 with 6 episodes uses seeds 0..5"):
         evaluate(
             compose_cfg("eval", [f"ckpt_path={run}/x.ckpt", "eval.num_episodes=6", "eval.seed=0"])
         )
@@ -202,6 +209,7 @@ def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
     assert len(gifs) == 2 and all(g.stat().st_size > 0 for g in gifs)
 
 
+@pytest.mark.slow
 def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_overrides, tmp_path):
     run, _, first_cfg = trained_run
     ckpt = run / "checkpoints" / "last.ckpt"
@@ -221,6 +229,7 @@ def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_ove
     assert metrics["global_step"] == saved_step + 5
 
 
+@pytest.mark.slow
 def test_train_script_end_to_end(tmp_path):
     out = subprocess.run(
         [
@@ -242,6 +251,7 @@ def test_train_script_end_to_end(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
 
 
+@pytest.mark.slow
 def test_rollouts_run_every_n_steps_and_make_the_learning_curve(compose_cfg, fast_overrides):
     # 2 epochs of 5 steps, validation every 3 steps (counted across epochs): steps 3, 6, 9;
     # rollouts at every 2nd validation, and at the first so a best checkpoint can be chosen
@@ -260,3 +270,16 @@ def test_rollouts_run_every_n_steps_and_make_the_learning_curve(compose_cfg, fas
     assert [p.get("final", False) for p in curve] == [False, False, True]
     seconds = [p["seconds"] for p in curve]
     assert 0 < seconds[0] < seconds[1] < seconds[2]
+
+
+def test_each_shared_value_is_stated_once_and_followed(compose_cfg, tmp_path):
+    out = f"paths.output_dir={tmp_path}"
+    train_cfg, eval_cfg = compose_cfg("train", [out]), compose_cfg("eval", ["ckpt_path=x", out])
+    for name in ("benchmark", "collect"):  # every command sees the recipe's 48 px images
+        assert compose_cfg(name, [out]).env.image_size == train_cfg.env.image_size == 48
+    shared = ("num_episodes", "seed", "num_envs", "n_action_steps", "temporal_ensemble_coeff")
+    assert {k: train_cfg.eval[k] for k in shared} == {k: eval_cfg.eval[k] for k in shared}
+    cfg = compose_cfg("train", ["eval.num_envs=7", out])  # the training rollouts follow
+    assert cfg.callbacks.rollout_eval.num_envs == 7
+    cfg = compose_cfg("train", ["experiment=flow", "model.head.flow_steps=20", out])
+    assert cfg.model.head.flow_steps == 20 and cfg.model.chunk_size == cfg.data.chunk_size == 4

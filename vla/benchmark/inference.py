@@ -14,6 +14,7 @@ from vla.data.collect import collect
 from vla.data.seeds import TEST_SEED_START
 from vla.envs.reach import ReachEnv
 from vla.eval.rollout import rollout
+from vla.eval.runner import PolicyRunner
 from vla.models.attention import MultiHeadAttention
 
 
@@ -42,12 +43,13 @@ def rollout_speed(policy, env_kwargs: dict, episodes: int, num_envs: int) -> dic
     result = rollout(policy, env_kwargs, episodes, TEST_SEED_START, num_envs=num_envs)
     vec_steps = int(result.steps.sum())
     vec = vec_steps / (time.perf_counter() - start)
-    env, steps, start = ReachEnv(**env_kwargs), 0, time.perf_counter()
+    env, runner = ReachEnv(**env_kwargs), PolicyRunner(policy)
+    steps, start = 0, time.perf_counter()
     for e in range(max(episodes // 5, 2)):
         obs, _ = env.reset(seed=TEST_SEED_START + e)
-        policy.reset()
+        runner.reset()
         while True:
-            obs, _, terminated, truncated, _ = env.step(policy.predict_action(obs))
+            obs, _, terminated, truncated, _ = env.step(runner.act(obs))
             steps += 1
             if terminated or truncated:
                 break
@@ -60,13 +62,15 @@ def rollout_speed(policy, env_kwargs: dict, episodes: int, num_envs: int) -> dic
 
 
 def latency(policy, env_kwargs: dict, samples: int) -> dict:
-    """Percentiles of `predict_action` on one observation, after 10 untimed calls."""
-    env = ReachEnv(**env_kwargs)
+    """Percentiles of a query's `PolicyRunner.act` on one observation (the runner is reset
+    before each, so every call queries the policy), after 10 untimed calls."""
+    env, runner = ReachEnv(**env_kwargs), PolicyRunner(policy)
     obs, _ = env.reset(seed=TEST_SEED_START)
     times = []
     for i in range(samples + 10):
+        runner.reset()
         start = time.perf_counter()
-        policy.predict_action(obs)
+        runner.act(obs)
         if i >= 10:
             times.append(time.perf_counter() - start)
     return dict(

@@ -12,9 +12,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from vla.benchmark.inference import attention_speed, collect_speed, latency, rollout_speed
-from vla.benchmark.training import lightning_loop, matmul_peak, torch_loop
-from vla.config import instantiate
+from vla.benchmark.training import lightning_loop, make_module, matmul_peak, torch_loop
+from vla.config import check_group_choices, instantiate
 from vla.envs.config import env_kwargs_of
+from vla.errors import ConfigError
+from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 
 
@@ -24,7 +26,12 @@ def build(cfg: DictConfig, image_size: int | None = None):
     if image_size is not None:
         cfg.env.image_size = image_size
     policy = instantiate(cfg.model.policy)
-    dm = instantiate(cfg.data, env=env_kwargs_of(cfg.env), tokenize=policy.tokenizer.encode)
+    dm = instantiate(
+        cfg.data,
+        env=env_kwargs_of(cfg.env),
+        tokenize=policy.tokenizer.encode,
+        target=make_module(cfg, policy).uses_target,  # batches as the recipe's
+    )
     dm.prepare_data()
     dm.setup("fit")
     policy.set_normalization(**dm.statistics())
@@ -42,7 +49,7 @@ def medians(rounds: list[dict]) -> tuple[dict, dict]:
 
 def training_rounds(cfg: DictConfig, policy, dm) -> list[dict]:
     """Per repeat: the matmul peak, the plain loop and the Lightning loop, back to back."""
-    b, train_flops = cfg.bench, 3 * policy.flops_per_sample()
+    b, train_flops = cfg.bench, 3 * training_flops(policy)
     rounds = []
     for _ in range(b.repeats):
         peak = matmul_peak()
@@ -68,25 +75,26 @@ def scaling(cfg: DictConfig, sizes, steps: int, warmup: int) -> list[dict]:
     for size in sizes:
         policy, dm = build(cfg, image_size=size)
         speed = torch_loop(cfg, policy, dm, steps, warmup)["samples_per_s"]
-        T = policy.num_tokens()
+        T, forward = policy.num_tokens(), training_flops(policy)
         attn_scores = 2 * 2 * T * T * policy.d_model * policy.encoder.depth  # QK^T, AV per sample
         rows.append(
             dict(
                 image_size=size,
                 tokens=T,
                 us_per_sample=1e6 / speed,
-                gflop_per_sample=3 * policy.flops_per_sample() / 1e9,
-                attention_score_share=attn_scores / policy.flops_per_sample(),
+                gflop_per_sample=3 * forward / 1e9,
+                attention_score_share=attn_scores / forward,
             )
         )
     return rows
 
 
 def benchmark(cfg: DictConfig) -> dict:
+    check_group_choices(cfg)
     configure_torch(cfg.get("threads"))
     b = cfg.bench
     if b.repeats < 1 or b.steps < 1:
-        raise ValueError(f"bench.repeats={b.repeats} and bench.steps={b.steps} must be >= 1")
+        raise ConfigError(f"bench.repeats={b.repeats} and bench.steps={b.steps} must be >= 1")
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -98,7 +106,8 @@ def benchmark(cfg: DictConfig) -> dict:
         "tokens": policy.num_tokens(),
         "batch_size": dm.batch_size,
         "repeats": b.repeats,
-        "train_gflop_per_sample": 3 * policy.flops_per_sample() / 1e9,
+        "train_gflop_per_sample": 3 * training_flops(policy) / 1e9,
+        "query_gflop_per_sample": query_flops(policy) / 1e9,
     }
     rounds = training_rounds(cfg, policy, dm)
     for r in rounds:  # each of these compares two sides inside one call

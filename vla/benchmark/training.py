@@ -14,7 +14,13 @@ from vla.training.module import BCModule
 
 
 def make_module(cfg: DictConfig, policy) -> BCModule:
-    return BCModule(policy, instantiate(cfg.optimizer), instantiate(cfg.scheduler))
+    """The training recipe as `train` builds it: optimizer, schedule and losses."""
+    return BCModule(
+        policy,
+        instantiate(cfg.optimizer),
+        instantiate(cfg.scheduler),
+        target_keypoint_weight=cfg.model.target_keypoint_weight,
+    )
 
 
 def torch_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:
@@ -36,7 +42,7 @@ def torch_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:
         t = time.perf_counter()
         batch = next(batches)
         wait += time.perf_counter() - t
-        loss, _ = policy(batch)
+        loss, _, _ = module.model_step(batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.trainer.gradient_clip_val)

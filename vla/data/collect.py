@@ -14,6 +14,7 @@ from vla.data.dataset import dataset_path, write_demos
 from vla.data.seeds import check_seeds
 from vla.envs.expert import ScriptedExpert
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.keys import IMAGE, INSTRUCTION, STATE
 
 
@@ -67,9 +68,9 @@ def collect(
     Returns the dataset folder. Results are identical for any `num_workers`.
     """
     if num_episodes < 1:
-        raise ValueError(f"data.num_episodes={num_episodes} must be >= 1")
+        raise ConfigError(f"data.num_episodes={num_episodes} must be >= 1")
     if num_workers < 1:
-        raise ValueError(f"data.collect_workers={num_workers} must be >= 1")
+        raise ConfigError(f"data.collect_workers={num_workers} must be >= 1")
     check_seeds("demonstration", seed, num_episodes, "data.seed")
     seeds = list(range(seed, seed + num_episodes))
     ReachEnv(**env_kwargs)  # validate the config before any work

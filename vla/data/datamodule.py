@@ -1,131 +1,27 @@
-"""Batches for behavior cloning, straight from tensors in memory.
+"""Demonstrations for behavior cloning: prepared once, split by episode, batched per rank.
 
 A demonstration set is small (tens of thousands of 64 px frames, a few hundred MB), so it is
-loaded once into tensors and batches are cut from them by index: no per-sample Python work,
-no worker processes, and the training loop never waits on a DataLoader.
+loaded once into tensors and batches are cut from them by index (`vla.data.batches`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import logging
+import time
+from collections.abc import Callable
 
 import lightning as L
 import numpy as np
 import torch
-from einops import rearrange
 
-from vla.data.chunks import chunk_indices
+from vla.data.batches import TensorBatches
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
-from vla.keys import ACTION, ACTION_IS_PAD, IMAGE, STATE, TARGET, TOKENS
+from vla.errors import ConfigError
+from vla.keys import ACTION, EPISODE, IMAGE, STATE, TARGET, TOKENS
 
-
-class TensorBatches:
-    """An iterable of dict batches over `indices` of in-memory tensors.
-
-    Args:
-        tensors: IMAGE uint8 [N,H,W,3], STATE [N,S], ACTION [N,A], TOKENS [E,L] (one row per
-            episode), "episode" [N] (the episode of each step, to look up its tokens) and,
-            optionally, TARGET [N,2] (where the named target is; batches carry it if present).
-        indices: the steps this iterable covers.
-        shuffle: reshuffle every epoch (seeded, so runs are reproducible).
-        shift: random-shift augmentation in pixels (0 disables); edges are replicated.
-        rank, world_size: each rank takes an equal, disjoint share of every global batch
-            (the remainder that does not fill a global batch is dropped).
-        epoch_fn: the current epoch (e.g. the trainer's), so a resumed run reshuffles as the
-            original would; by default the iterable counts its own epochs.
-        chunk_size: K. With K > 1 a batch's ACTION is [B,K,A], each step's action and the K-1
-            after it in its episode, and ACTION_IS_PAD [B,K] marks steps past the episode's end
-            (see `vla.data.chunks`); with K = 1 ACTION stays [B,A].
-    """
-
-    def __init__(
-        self,
-        tensors: dict[str, torch.Tensor],
-        indices: torch.Tensor,
-        batch_size: int,
-        shuffle: bool,
-        shift: int = 0,
-        drop_last: bool = False,
-        seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-        epoch_fn: Callable[[], int] | None = None,
-        chunk_size: int = 1,
-    ):
-        self.tensors = tensors
-        self.indices = indices
-        self.batch_size = batch_size
-        self.shuffle = shuffle
-        self.shift = shift
-        self.drop_last = drop_last
-        self.seed = seed
-        self.rank, self.world_size = rank, world_size
-        self.epoch_fn = epoch_fn
-        self._epochs_seen = 0
-        self.chunk_size = chunk_size
-        if chunk_size > 1:  # [N,K] rows of each step's chunk, and which of them are past the end
-            self.chunk_index, self.chunk_is_pad = chunk_indices(tensors["episode"], chunk_size)
-
-    def _my_indices(self, epoch: int) -> torch.Tensor:
-        idx = self.indices
-        if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed + epoch)
-            idx = idx[torch.randperm(len(idx), generator=g)]
-        if self.world_size == 1:
-            return idx
-        # global batch i is idx[i*B*W : (i+1)*B*W]; rank r takes the r-th B of it, so W ranks
-        # with batch B see exactly the batches one process with batch B*W would
-        B, W = self.batch_size, self.world_size
-        n = len(idx) // (B * W) * (B * W)
-        return rearrange(idx[:n], "(i w b) -> i w b", w=W, b=B)[:, self.rank].reshape(-1)
-
-    def __len__(self) -> int:
-        if self.world_size > 1:
-            return len(self.indices) // (self.batch_size * self.world_size)
-        n = len(self.indices)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        epoch = self.epoch_fn() if self.epoch_fn is not None else self._epochs_seen
-        self._epochs_seen += 1
-        idx = self._my_indices(epoch)
-        g = torch.Generator().manual_seed(self.seed + 1_000_003 * (epoch + 1))
-        for i in range(len(self)):
-            b = idx[i * self.batch_size : (i + 1) * self.batch_size]
-            image = self.tensors[IMAGE][b]  # [B,H,W,3]
-            if self.shift:
-                image = random_shift(image, self.shift, g)
-            chunked = self.chunk_size > 1
-            batch = {
-                IMAGE: image,
-                STATE: self.tensors[STATE][b],
-                # [B,A], or [B,K] rows -> [B,K,A] chunks
-                ACTION: self.tensors[ACTION][self.chunk_index[b] if chunked else b],
-                TOKENS: self.tensors[TOKENS][self.tensors["episode"][b]],
-            }
-            if TARGET in self.tensors:  # the named target's position, for auxiliary losses
-                batch[TARGET] = self.tensors[TARGET][b]  # [B,2]
-            if chunked:
-                batch[ACTION_IS_PAD] = self.chunk_is_pad[b]  # [B,K]
-            yield batch
-
-
-def random_shift(image: torch.Tensor, pad: int, generator: torch.Generator) -> torch.Tensor:
-    """Shifts each image by up to `pad` pixels, replicating edges (DrQ-style).
-
-    Args:
-        image: uint8 [B,H,W,C].
-    Returns:
-        uint8 [B,H,W,C].
-    """
-    B, H, W, _ = image.shape
-    rows = torch.arange(H) + torch.randint(0, 2 * pad + 1, (B, 1), generator=generator) - pad
-    cols = torch.arange(W) + torch.randint(0, 2 * pad + 1, (B, 1), generator=generator) - pad
-    rows, cols = rows.clamp(0, H - 1), cols.clamp(0, W - 1)  # [B,H], [B,W]
-    b = torch.arange(B)[:, None, None]
-    return image[b, rows[:, :, None], cols[:, None, :]]  # [B,H,W,C]
+log = logging.getLogger(__name__)
 
 
 class ReachDataModule(L.LightningDataModule):
@@ -141,6 +37,11 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `model.chunk_size`).
+        target: batches carry TARGET, where the named target is (privileged): on only while
+            the training recipe's target-keypoint loss uses it (`BCModule.uses_target`).
+        prepare_per_node: collect missing demonstrations once per node (a node-local `dir`)
+            instead of once in all (a `dir` every node shares). Either way one process
+            collects and the others wait, then load what it wrote.
     """
 
     def __init__(
@@ -157,6 +58,8 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: Callable[[list[str]], torch.Tensor] | None = None,
         shuffle_seed: int = 0,
         chunk_size: int = 1,
+        target: bool = False,
+        prepare_per_node: bool = False,
     ):
         super().__init__()
         for name, value, low in [
@@ -167,9 +70,9 @@ class ReachDataModule(L.LightningDataModule):
             ("chunk_size", chunk_size, 1),
         ]:
             if value < low:
-                raise ValueError(f"data.{name}={value} must be >= {low}")
+                raise ConfigError(f"data.{name}={value} must be >= {low}")
         if val_episodes >= num_episodes:
-            raise ValueError(
+            raise ConfigError(
                 f"data.val_episodes={val_episodes} must be < data.num_episodes={num_episodes}"
             )
         self.env_kwargs = env_kwargs_of(env)
@@ -180,20 +83,35 @@ class ReachDataModule(L.LightningDataModule):
         self.tokenize = tokenize
         self.shuffle_seed = shuffle_seed
         self.chunk_size = chunk_size
+        self.target = target
+        self.prepare_data_per_node = prepare_per_node  # Lightning's switch, see prepare_data
         self.demos: Demos | None = None
+        self.prepare_seconds = 0.0  # how long prepare_data took in this process
         self.tensors: dict[str, torch.Tensor] | None = None
 
     def prepare_data(self) -> None:
-        """Builds or loads the demonstrations, once: later calls (Lightning's own) reuse them."""
-        if self.demos is None:
-            self.demos = ensure_demos(
-                self.env_kwargs,
-                self.dir,
-                self.num_episodes,
-                self.seed,
-                self.noise_std,
-                self.collect_workers,
-            )
+        """Builds the demonstrations if they are missing (or loads them), once.
+
+        Under DDP, torchrun or SLURM, Lightning calls this on one process (global rank 0, or
+        local rank 0 of each node with `prepare_per_node`) while the others wait at a barrier;
+        `setup` then loads the finished set on every process.
+        """
+        if self.demos is not None:
+            return
+        start = time.perf_counter()
+        self.demos = ensure_demos(
+            self.env_kwargs,
+            self.dir,
+            self.num_episodes,
+            self.seed,
+            self.noise_std,
+            self.collect_workers,
+        )
+        self.prepare_seconds = time.perf_counter() - start
+        log.info(
+            f"demonstrations: {self.num_episodes} episodes (seed {self.seed}, noise "
+            f"{self.noise_std}, {self.val_episodes} for validation) in {self.demos.path}"
+        )
 
     def setup(self, stage: str | None = None) -> None:
         """Loads the demonstrations into tensors and splits them; they must exist by now."""
@@ -214,10 +132,10 @@ class ReachDataModule(L.LightningDataModule):
             STATE: torch.from_numpy(np.array(d.state)),
             ACTION: torch.from_numpy(np.array(d.action)),
             TOKENS: self.tokenize(d.instructions),
-            "episode": torch.from_numpy(np.array(d.episode, dtype=np.int64)),
+            EPISODE: torch.from_numpy(np.array(d.episode, dtype=np.int64)),
         }
-        # per step, for the optional auxiliary loss: where the shape to reach now is [N,2]
-        self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))
+        if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
+            self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
         first_val_step = (
             int(d.episode_start[d.num_episodes - self.val_episodes])
             if (self.val_episodes)

@@ -5,7 +5,8 @@ A dataset is a folder `<root>/reach-<key>/` whose name is a hash of everything t
 its contents (env config, episode count, seeds, expert noise, format version), so a changed
 config gets a new dataset and an unchanged one reuses the cache. It is written into a
 temporary folder that is renamed into place only when complete: an interrupted write never
-leaves anything that loads.
+leaves anything that loads, and a complete copy another process wrote first is kept (only a
+corrupt one is replaced), so a reader never loses the folder it is reading.
 
 Layout (one memory-mappable `.npy` per field; N steps, E episodes):
     image.npy           uint8   [N,H,W,3]
@@ -32,14 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
+from vla.errors import DatasetError
+
 FORMAT_VERSION = 3
 ARRAYS = (
     "image", "state", "action", "episode", "episode_start", "target_pair", "target_position",
 )  # fmt: skip
-
-
-class DatasetError(RuntimeError):
-    """A dataset folder is missing, incomplete or inconsistent."""
 
 
 @dataclass
@@ -103,13 +102,23 @@ def write_demos(final: Path, arrays: dict, instructions: list[str], meta: dict) 
             np.save(tmp / f"{name}.npy", array)
         (tmp / "instructions.json").write_text(json.dumps(instructions))
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # last: marks completeness
-        if final.exists():  # a stale or corrupt copy under the same key: replace it
-            stale = final.parent / f".stale-{final.name}-{os.getpid()}"
+        if final.exists():
+            if _loads(final):  # another process finished first: the same key, the same
+                return  # contents; keep its copy, which someone may be reading
+            stale = final.parent / f".stale-{final.name}-{os.getpid()}"  # a corrupt copy
             os.replace(final, stale)
             shutil.rmtree(stale, ignore_errors=True)
         os.replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _loads(path: Path) -> bool:
+    try:
+        load_demos(path)
+        return True
+    except DatasetError:
+        return False
 
 
 def load_demos(path, mmap: bool = True) -> Demos:

@@ -8,6 +8,8 @@ Training never sees a test or selection episode, and the best checkpoint is chos
 it is not then tested on, so every reported test success rate is on unseen episodes.
 """
 
+from vla.errors import SeedRangeError
+
 TEST_SEED_START = 1_000_000_000
 SELECTION_SEED_START = 2_000_000_000
 SEED_LIMIT = 2**31 - 1  # gymnasium seeds are 32-bit signed
@@ -33,7 +35,7 @@ def check_seeds(use: str, first: int, num: int, key: str) -> None:
     low, high = RANGES[use]
     last = first + num - 1
     if first < low or last >= high:
-        raise ValueError(
+        raise SeedRangeError(
             f"{key}={first} with {num} episodes uses seeds {first}..{last}, outside the "
             f"{use} range [{low}, {high}) ({_LAYOUT})"
         )

@@ -6,6 +6,7 @@ import numpy as np
 
 from vla.envs.families import FAMILIES, SPLITS
 from vla.envs.grammar import COLOURS, MAX_CHAIN, PAIRS, VERBS, GrammarError, parse_relation_key
+from vla.errors import ConfigError
 
 LIST_ARGS = ("families", "held_out_pairs", "held_out_verbs", "held_out_relations", "background")
 
@@ -61,11 +62,11 @@ def check_env_args(a: dict, metadata: dict) -> None:
     ]
     for ok, name, expected in checks:
         if not ok:
-            raise ValueError(f"env.{name}={a[name]!r} is invalid: expected {expected}")
+            raise ConfigError(f"env.{name}={a[name]!r} is invalid: expected {expected}")
     # targets are placed inside [margin, 1 - margin]; make sure they can be spread out
     usable = (1 - 2 * (a["target_size"] / 2 + 0.02)) ** 2
     if a["num_targets"] * np.pi * (a["min_separation"] / 2) ** 2 > 0.5 * usable:
-        raise ValueError(
+        raise ConfigError(
             f"env.num_targets={a['num_targets']} with env.min_separation={a['min_separation']} "
             "does not fit in the arena: lower one of them"
         )
@@ -77,22 +78,22 @@ def check_families(a: dict) -> None:
     families = list(a["families"])
     unknown = [f for f in families if f not in FAMILIES]
     if not families or unknown:
-        raise ValueError(
+        raise ConfigError(
             f"env.families={families} has unknown entries {unknown}: expected a non-empty "
             f"list of {', '.join(FAMILIES)}"
         )
     if "relation" in families and a["num_targets"] < 2:
-        raise ValueError(
+        raise ConfigError(
             f"env.families={families} has 'relation', which needs another shape to relate "
             f"to: env.num_targets={a['num_targets']} must be >= 2"
         )
     if "sequence" in families and a["chain_length"] > a["num_targets"]:
-        raise ValueError(
+        raise ConfigError(
             f"env.chain_length={a['chain_length']} names more shapes than the scene has "
             f"(env.num_targets={a['num_targets']})"
         )
     if a["split"] == "novel_relations" and families != ["relation"]:
-        raise ValueError(
+        raise ConfigError(
             f"env.split=novel_relations tests relations: env.families={families} must be [relation]"
         )
 
@@ -102,14 +103,14 @@ def check_held_out(a: dict) -> None:
     and (for phrasings) be made of words that training phrasings still use."""
     pairs = [int(p) for p in a["held_out_pairs"]]
     if any(not 0 <= p < len(PAIRS) for p in pairs) or len(set(pairs)) >= len(PAIRS):
-        raise ValueError(
+        raise ConfigError(
             f"env.held_out_pairs={pairs} is invalid: expected distinct indices in "
             f"[0, {len(PAIRS)}) that leave at least one pair to train on"
         )
     verbs = list(a["held_out_verbs"])
     training = [v for v in VERBS if v not in verbs]
     if any(v not in VERBS for v in verbs) or not training:
-        raise ValueError(
+        raise ConfigError(
             f"env.held_out_verbs={verbs} is invalid: expected phrasings among {list(VERBS)} "
             "that leave at least one to train on"
         )
@@ -117,7 +118,7 @@ def check_held_out(a: dict) -> None:
         {w for v in verbs for w in v.split()} - {w for v in training for w in v.split()}
     )
     if unseen:
-        raise ValueError(
+        raise ConfigError(
             f"env.held_out_verbs={verbs} holds out every phrasing with the words {unseen}: a "
             "held-out phrasing must be made of words that training phrasings use"
         )
@@ -125,7 +126,7 @@ def check_held_out(a: dict) -> None:
         try:
             parse_relation_key(key)
         except GrammarError:
-            raise ValueError(
+            raise ConfigError(
                 f"env.held_out_relations has {key!r}: expected 'relation:referent' (e.g. "
                 "'left of:blue square') or 'superlative:kind' (e.g. 'leftmost:circle')"
             ) from None
@@ -136,4 +137,4 @@ def check_held_out(a: dict) -> None:
     }
     if a["split"] in empty and not empty[a["split"]][1]:
         key = empty[a["split"]][0]
-        raise ValueError(f"env.split={a['split']} tests env.{key}, which is empty")
+        raise ConfigError(f"env.split={a['split']} tests env.{key}, which is empty")

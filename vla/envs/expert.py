@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 
 
 def expert_action(env: ReachEnv, gain: float = 1.0) -> np.ndarray:
@@ -30,9 +31,9 @@ class ScriptedExpert:
 
     def __init__(self, noise_std: float = 0.0, gain: float = 1.0):
         if noise_std < 0:
-            raise ValueError(f"noise_std={noise_std} must be >= 0")
+            raise ConfigError(f"noise_std={noise_std} must be >= 0")
         if gain <= 0:
-            raise ValueError(f"gain={gain} must be > 0")
+            raise ConfigError(f"gain={gain} must be > 0")
         self.noise_std = noise_std
         self.gain = gain
 

@@ -11,6 +11,7 @@ import numpy as np
 from vla.envs.families import Split, candidates, family_of, relation_words
 from vla.envs.grammar import COLOURS, PAIRS, GrammarError, Instruction, parse, text
 from vla.envs.referents import resolve
+from vla.errors import ConfigError
 
 MAX_SCENE_DRAWS = 500  # scenes drawn for an instruction before giving up
 
@@ -50,7 +51,7 @@ def instructed_scene(rng: np.random.Generator, family: str, split: Split, layout
             verbs = split.verbs()
             phrase = text(Instruction(verbs[int(rng.integers(len(verbs)))], referents))
             return Scene(pairs, centres, targets, phrase, family)
-    raise RuntimeError(
+    raise ConfigError(
         f"no scene in {MAX_SCENE_DRAWS} draws has a {family} instruction of split "
         f"{split.name!r} with num_targets={layout.num_targets}"
     )
@@ -69,7 +70,7 @@ def typed_scene(rng: np.random.Generator, typed: str, layout: Layout) -> Scene:
         if None not in targets and len(set(targets)) == len(targets):
             family = family_of(referents) if referents else "typed"
             return Scene(pairs, centres, tuple(targets), typed, family)
-    raise RuntimeError(f"no scene in {MAX_SCENE_DRAWS} draws has what {typed!r} names")
+    raise ConfigError(f"no scene in {MAX_SCENE_DRAWS} draws has what {typed!r} names")
 
 
 def _layout(rng: np.random.Generator, layout: Layout) -> tuple[list[int], np.ndarray]:
@@ -99,7 +100,7 @@ def sample_centres(
         d = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
         if np.all(d[np.triu_indices(num_targets, 1)] >= min_separation):
             return centres
-    raise RuntimeError("could not place the targets; lower env.min_separation")
+    raise ConfigError("could not place the targets; lower env.min_separation")
 
 
 def sample_start(rng: np.random.Generator, centres: np.ndarray, min_separation: float):

@@ -12,6 +12,21 @@ from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.models.policy import VLAPolicy
 
 
+def attention_maps(
+    policy: VLAPolicy, image: torch.Tensor, state: torch.Tensor, tokens: torch.Tensor
+) -> tuple[list[torch.Tensor], dict[str, slice]]:
+    """Every attention weight of a query (eval mode, no autograd).
+
+    Returns:
+        weights: one [B,H,T,T] per encoder layer, plus [B,H,R,T_obs] for a "cross" readout;
+            every row sums to 1 over the keys.
+        layout: group name -> slice of the sequence (the keys' axis).
+    """
+    with policy.inference():
+        weights = policy.encode(image, state, tokens, need_weights=True).weights
+    return weights, policy.token_layout(num_words=tokens.shape[1])
+
+
 def readout_attention(
     policy: VLAPolicy, image: torch.Tensor, state: torch.Tensor, tokens: torch.Tensor
 ) -> tuple[list[tuple[str, torch.Tensor]], dict[str, slice]]:
@@ -21,7 +36,7 @@ def readout_attention(
         [(name, weights [B,H,T_keys])] for each encoder layer ("self" readout) or the
         cross-attention readout ("cross"), and the layout of the keys (group -> slice).
     """
-    weights, layout = policy.attention_maps(image, state, tokens)
+    weights, layout = attention_maps(policy, image, state, tokens)
     if "readout" in layout:  # queries are in the sequence: take their row in every layer
         r = layout["readout"].start
         return [(f"layer {i}", w[:, :, r, :]) for i, w in enumerate(weights)], layout

@@ -14,8 +14,10 @@ from vla.data.seeds import check_seeds
 from vla.envs.config import env_changes
 from vla.envs.grammar import GrammarError, parse, split_words
 from vla.envs.reach import ReachEnv
-from vla.eval.rollout import ABLATIONS, check_ablations, check_chunking, rollout
+from vla.errors import ConfigError
+from vla.eval.rollout import ABLATIONS, check_ablations, rollout
 from vla.eval.run_folder import resolve_ckpt_path
+from vla.eval.runner import check_chunking
 from vla.eval.stats import format_rate
 from vla.eval.suite import run_suite, select_levels
 from vla.eval.video import annotate, save_gif, save_mp4
@@ -29,7 +31,7 @@ def evaluate(cfg: DictConfig) -> dict:
     with `suite=levels`, the suite's summary, also in <run>/suite.json)."""
     n, seed = cfg.eval.num_episodes, cfg.eval.seed
     if n is None or n <= 0:
-        raise ValueError(f"eval.num_episodes={n} must be > 0")
+        raise ConfigError(f"eval.num_episodes={n} must be > 0")
     check_seeds("test", seed, n, "eval.seed")
     ablate = check_ablations(list(cfg.eval.ablate))
     suite = cfg.get("suite")

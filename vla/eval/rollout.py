@@ -1,6 +1,6 @@
-"""Closed-loop evaluation: many seeded episodes in a `gymnasium.vector` env, one batched
-policy call per step for the envs that need a new action chunk (all of them when the policy
-predicts one action per query; see `vla.eval.chunking` for chunks)."""
+"""Closed-loop evaluation: many seeded episodes in a `gymnasium.vector` env, run by a
+`PolicyRunner`: one batched policy call per step for the envs that need a new action chunk
+(all of them when the policy predicts one action per query)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from tqdm.auto import tqdm
 from vla.envs import render
 from vla.envs.grammar import PAIRS
 from vla.envs.reach import ReachEnv
-from vla.eval.chunking import make_executor
+from vla.errors import ConfigError
+from vla.eval.runner import PolicyRunner
 from vla.eval.stats import rate_summary
-from vla.keys import IMAGE, STATE
+from vla.keys import INSTRUCTION
 from vla.models.policy import VLAPolicy
 
 ABLATIONS = ("language", "image", "state")
@@ -70,7 +71,7 @@ class Rollouts:
 def check_ablations(ablate: Sequence[str]) -> tuple[str, ...]:
     unknown = sorted(set(ablate) - set(ABLATIONS))
     if unknown:
-        raise ValueError(
+        raise ConfigError(
             f"eval.ablate={list(ablate)} has unknown entries {unknown}: "
             f"expected a subset of {list(ABLATIONS)}"
         )
@@ -89,29 +90,6 @@ def ablate_inputs(policy: VLAPolicy, image, state, tokens, ablate: Sequence[str]
         neutral = policy.tokenizer.encode([NEUTRAL_INSTRUCTION]).to(tokens.device)
         tokens = neutral.expand(len(tokens), -1).clone()
     return image, state, tokens
-
-
-def check_chunking(
-    policy: VLAPolicy, n_action_steps: int | None, temporal_ensemble_coeff: float | None
-) -> int:
-    """The n_action_steps a rollout executes; refuses settings that cannot mean anything."""
-    K = policy.chunk_size
-    if temporal_ensemble_coeff is not None:
-        if K == 1:
-            raise ValueError(
-                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} blends overlapping "
-                "chunks, but this policy predicts one action per query (model.chunk_size=1)"
-            )
-        if n_action_steps not in (None, 1):
-            raise ValueError(
-                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} queries the policy "
-                f"every step, so eval.n_action_steps={n_action_steps} must be 1 or unset"
-            )
-        return 1
-    n = policy.n_action_steps if n_action_steps is None else n_action_steps
-    if not 1 <= n <= K:
-        raise ValueError(f"eval.n_action_steps={n} must be between 1 and model.chunk_size={K}")
-    return n
 
 
 def rollout(
@@ -138,13 +116,10 @@ def rollout(
         options: passed to every episode's reset (e.g. {"instruction": text}: instruct that).
     """
     if num_episodes < 1:
-        raise ValueError(f"eval.num_episodes={num_episodes} must be >= 1")
+        raise ConfigError(f"eval.num_episodes={num_episodes} must be >= 1")
     ablate = check_ablations(ablate)
-    n_action_steps = check_chunking(policy, n_action_steps, temporal_ensemble_coeff)
+    transform = functools.partial(ablate_inputs, policy, ablate=ablate) if ablate else None
     policy.reset()  # a sampling head starts its noise afresh: the same evaluation every time
-    device = next(policy.parameters()).device
-    was_training = policy.training
-    policy.eval()
     make = functools.partial(ReachEnv, **{**env_kwargs, "render_mode": "rgb_array"})
     out = dict(success=[], steps=[], queries=[], target_pair=[], families=[], instructions=[])
     frames: list[list[np.ndarray]] = []
@@ -153,29 +128,17 @@ def rollout(
         n = min(num_envs, num_episodes - start)
         envs = SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.DISABLED, copy=False)
         obs, info = envs.reset(seed=[seed + start + i for i in range(n)], options=options)
-        texts = list(obs["instruction"])
-        tokens = policy.tokenizer.encode(texts).to(device)  # fixed for the episode
+        texts = list(obs[INSTRUCTION])
+        runner = PolicyRunner(policy, n, n_action_steps, temporal_ensemble_coeff, transform)
         keep = min(max(record - start, 0), n)
         wave_frames = [[envs.envs[i].render()] for i in range(keep)]
         done = np.zeros(n, dtype=bool)
         success = np.zeros(n, dtype=bool)
         steps = np.zeros(n, dtype=np.int64)
         queries = np.zeros(n, dtype=np.int64)
-        executor = make_executor(
-            n, policy.chunk_size, policy.action_dim, n_action_steps, temporal_ensemble_coeff
-        )
         for t in itertools.count():  # every episode ends: the env truncates it
-            active = np.flatnonzero(~done)  # finished episodes need no more inference
-            ask = active[executor.needs_query()[active]]  # envs whose queue ran out
-            if len(ask):
-                image = torch.from_numpy(obs[IMAGE][ask]).to(device)
-                state = torch.from_numpy(obs[STATE][ask]).to(device)
-                with torch.inference_mode():
-                    inputs = ablate_inputs(policy, image, state, tokens[ask], ablate)
-                    chunks = policy.predict_chunk_tensors(*inputs).float().cpu().numpy()
-                executor.add(ask, chunks)  # [len(ask),K,A]
-            action = np.zeros((n, policy.action_dim), dtype=np.float32)  # finished: stand still
-            action[active] = executor.act(active)
+            # finished episodes need no more inference, and stand still
+            action = runner.act(obs, active=np.flatnonzero(~done))  # [n,A]
             obs, _, terminated, truncated, _ = envs.step(action)
             for i in range(keep):
                 if not done[i]:
@@ -183,14 +146,14 @@ def rollout(
             newly = ~done & (terminated | truncated)
             success[newly] = terminated[newly]
             steps[newly] = t + 1
-            queries[newly] = executor.queries[newly]
+            queries[newly] = runner.queries[newly]
             done |= newly
             if done.all():
                 break
             ended = terminated | truncated
             if ended.any():  # vector envs refuse to step an ended env: restart it; its new
                 obs, _ = envs.reset(options={"reset_mask": ended})  # episode is never counted
-                executor.reset(ended)  # and nothing of the old episode's chunk carries over
+                runner.reset(ended)  # and nothing of the old episode's chunk carries over
         envs.close()
         out["success"].append(success)
         out["steps"].append(steps)
@@ -201,7 +164,6 @@ def rollout(
         frames += wave_frames
         bar.update(n)
     bar.close()
-    policy.train(was_training)
     return Rollouts(
         seeds=np.arange(seed, seed + num_episodes),
         success=np.concatenate(out["success"]),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from vla.errors import CheckpointError
+
 log = logging.getLogger(__name__)
 
 
@@ -18,7 +20,7 @@ def resolve_ckpt_path(ckpt_path) -> Path:
         if candidate.is_file():
             log.info(f"ckpt_path={str(path)!r} is a folder: using {candidate}")
             return candidate
-    raise FileNotFoundError(
+    raise CheckpointError(
         f"ckpt_path={str(path)!r} is a folder without checkpoints/last.ckpt: pass a run folder "
         "of scripts/train.py or a .ckpt file"
     )

@@ -25,6 +25,7 @@ from PIL import Image
 from torch.utils.tensorboard import SummaryWriter
 
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.chart import contact_sheet, success_chart
 from vla.eval.rollout import rollout
 from vla.eval.stats import format_rate
@@ -46,7 +47,7 @@ def select_levels(levels: dict, only) -> list[Level]:
     wanted = known if only is None else list(only)
     unknown = [w for w in wanted if w not in levels]
     if unknown or not wanted:
-        raise ValueError(f"suite.only={wanted} has unknown levels {unknown}: known are {known}")
+        raise ConfigError(f"suite.only={wanted} has unknown levels {unknown}: known are {known}")
     plain = (
         OmegaConf.to_container(levels, resolve=True) if isinstance(levels, DictConfig) else levels
     )

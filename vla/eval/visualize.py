@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import numpy as np
 from omegaconf import DictConfig
 from PIL import Image
 
@@ -17,8 +16,10 @@ from vla.checkpoint import load_policy
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_changes
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.run_folder import resolve_ckpt_path
+from vla.eval.runner import PolicyRunner
 from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.runtime import configure_torch
 
@@ -28,11 +29,11 @@ log = logging.getLogger(__name__)
 def visualize(cfg: DictConfig) -> list[Path]:
     n, seed = cfg.viz.num_episodes, cfg.viz.seed
     if n is None or n <= 0:
-        raise ValueError(f"viz.num_episodes={n} must be > 0")
+        raise ConfigError(f"viz.num_episodes={n} must be > 0")
     check_seeds("test", seed, n, "viz.seed")
     steps = sorted(int(s) for s in cfg.viz.steps)
     if not steps or steps[0] < 0:
-        raise ValueError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
+        raise ConfigError(f"viz.steps={steps} must be a non-empty list of steps >= 0")
     configure_torch()
     ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
     policy, env_kwargs = load_policy(ckpt_path)
@@ -40,12 +41,13 @@ def visualize(cfg: DictConfig) -> list[Path]:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     env = ReachEnv(**{**env_kwargs, "render_mode": "rgb_array"})
+    runner = PolicyRunner(policy)
     written = []
     for e in range(n):
         obs, _ = env.reset(seed=seed + e)
-        policy.reset()
+        runner.reset()
         for t in range(steps[-1] + 1):
-            if policy.queued_actions == 0:  # this step's action comes from a query on obs
+            if runner.needs_query()[0]:  # this step's action comes from a query on obs
                 query_step, query_obs, query_frame = t, obs, env.render()
             if t in steps:
                 batch = {
@@ -58,8 +60,7 @@ def visualize(cfg: DictConfig) -> list[Path]:
                 path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"
                 Image.fromarray(figure).save(path)
                 written.append(path)
-            action = policy.predict_action(obs)
-            obs, _, terminated, truncated, _ = env.step(np.asarray(action))
+            obs, _, terminated, truncated, _ = env.step(runner.act(obs))
             if terminated or truncated:
                 break
     log.info(f"{len(written)} attention pictures written to {out_dir}")

@@ -27,17 +27,17 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     heads           continuous / discrete / autoregressive / flow action heads
     normalizer      state and action statistics as buffers
     policy          VLAPolicy, composing all of the above
+    flops           analytic FLOPs of a training step and of a query
 """
 
 from vla.models.attention import MultiHeadAttention, scaled_dot_product
-from vla.models.film import FiLM, make_film
+from vla.models.film import FiLM
 from vla.models.heads import (
     ActionHead,
     AutoregressiveHead,
     ContinuousHead,
     DiscreteHead,
     FlowHead,
-    make_head,
 )
 from vla.models.image_encoder import ImageEncoder
 from vla.models.keypoints import KeypointEncoder
@@ -70,7 +70,5 @@ __all__ = [
     "Tokenizer",
     "TransformerEncoder",
     "VLAPolicy",
-    "make_film",
-    "make_head",
     "scaled_dot_product",
 ]

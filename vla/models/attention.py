@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
+
 ATTN_IMPLS = ("sdpa", "naive")
 
 
@@ -111,13 +113,13 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         if n_heads < 1 or d_model < 1:
-            raise ValueError(f"d_model={d_model} and n_heads={n_heads} must both be >= 1")
+            raise ConfigError(f"d_model={d_model} and n_heads={n_heads} must both be >= 1")
         if d_model % n_heads != 0:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+            raise ConfigError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
         if attn_impl not in ATTN_IMPLS:
-            raise ValueError(f"unknown attn_impl {attn_impl!r} (expected one of: sdpa, naive)")
+            raise ConfigError(f"unknown attn_impl {attn_impl!r} (expected one of: sdpa, naive)")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout={dropout} must be in [0, 1)")
+            raise ConfigError(f"dropout={dropout} must be in [0, 1)")
         self.d_model = d_model
         self.n_heads = n_heads
         self.dropout = dropout

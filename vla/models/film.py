@@ -56,8 +56,3 @@ class FiLM(nn.Module):
 
     def flops(self) -> int:
         return 2 * self.d_model * 2 * self.d_model
-
-
-def make_film(enabled: bool, d_model: int) -> FiLM | None:
-    """FiLM when `enabled`, else None (the policy then skips it): a switch for configs."""
-    return FiLM(d_model) if enabled else None

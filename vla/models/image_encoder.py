@@ -24,6 +24,7 @@ import torch
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.positions import PositionEmbedding2D, check_pos_emb, pixel_coordinates
 
 
@@ -54,13 +55,15 @@ class ImageEncoder(nn.Module):
     ):
         super().__init__()
         if image_size < 1 or patch_size < 1:
-            raise ValueError(f"image_size={image_size} and patch_size={patch_size} must be >= 1")
+            raise ConfigError(f"image_size={image_size} and patch_size={patch_size} must be >= 1")
         if image_size % patch_size != 0:
-            raise ValueError(f"image_size={image_size} is not divisible by patch_size={patch_size}")
+            raise ConfigError(
+                f"image_size={image_size} is not divisible by patch_size={patch_size}"
+            )
         if len(mean) != channels or len(std) != channels:
-            raise ValueError(f"mean={list(mean)} and std={list(std)} need {channels} values each")
+            raise ConfigError(f"mean={list(mean)} and std={list(std)} need {channels} values each")
         if min(std) <= 0:
-            raise ValueError(f"std={list(std)} must be positive")
+            raise ConfigError(f"std={list(std)} must be positive")
         check_pos_emb(pos_emb)
         self.image_size = image_size
         self.patch_size = patch_size

@@ -31,6 +31,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.positions import pixel_coordinates
 
 
@@ -59,9 +60,9 @@ class KeypointEncoder(nn.Module):
     ):
         super().__init__()
         if num_keypoints < 1 or hidden < 1:
-            raise ValueError(f"num_keypoints={num_keypoints} and hidden={hidden} must be >= 1")
+            raise ConfigError(f"num_keypoints={num_keypoints} and hidden={hidden} must be >= 1")
         if kernel_size < 1 or kernel_size % 2 == 0:
-            raise ValueError(f"kernel_size={kernel_size} must be odd and >= 1")
+            raise ConfigError(f"kernel_size={kernel_size} must be odd and >= 1")
         self.image_size, self.num_keypoints, self.d_model = image_size, num_keypoints, d_model
         self.hidden, self.film, self.kernel_size = hidden, film, kernel_size
         # [B,3,H,W] -> [B,C,H,W]
@@ -124,18 +125,3 @@ class KeypointEncoder(nn.Module):
         P, C, K, D = self.image_size**2, self.hidden, self.num_keypoints, self.d_model
         film = 2 * D * C if self.film else 0
         return 2 * P * (3 * self.kernel_size**2 * C + C * K + 2 * K) + film + 2 * K * 2 * D
-
-
-def make_keypoints(
-    num_keypoints: int,
-    image_size: int,
-    d_model: int,
-    hidden: int = 32,
-    film: bool = True,
-    kernel_size: int = 3,
-) -> KeypointEncoder | None:
-    """A KeypointEncoder, or None for `num_keypoints=0` (the policy then has no keypoint
-    tokens): a switch for configs."""
-    if num_keypoints == 0:
-        return None
-    return KeypointEncoder(image_size, num_keypoints, d_model, hidden, film, kernel_size)

@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
+
 
 def _as_vector(name: str, value, dim: int) -> Tensor:
     t = torch.as_tensor(np.asarray(value, dtype=np.float32)).reshape(-1)
@@ -36,9 +38,9 @@ class Normalizer(nn.Module):
     def __init__(self, state_dim: int = 4, action_dim: int = 2, eps: float = 1e-6):
         super().__init__()
         if state_dim < 1 or action_dim < 1:
-            raise ValueError(f"state_dim={state_dim} and action_dim={action_dim} must be >= 1")
+            raise ConfigError(f"state_dim={state_dim} and action_dim={action_dim} must be >= 1")
         if eps <= 0:
-            raise ValueError(f"eps={eps} must be > 0")
+            raise ConfigError(f"eps={eps} must be > 0")
         self.state_dim = state_dim
         self.action_dim = action_dim
         self.eps = eps

@@ -11,36 +11,54 @@
                  head: loss vs normalised action chunk / predict ─> unnormalise ─> [B,K,A]
 
 A chunk holds this step's action and the K-1 that follow it (K = `chunk_size`, ACT's action
-chunking); `predict_action` executes `n_action_steps` of each chunk before querying again.
+chunking). The policy is stateless: `predict_chunk_tensors` turns observations into chunks,
+and `vla.eval.runner.PolicyRunner` executes them in one env or many (`n_action_steps` of
+each chunk, or ACT's temporal ensembling).
 
 The parts arrive already built (Hydra `_target_` nodes), so each can be swapped from a config;
 the policy owns only what ties them together: the per-group type embeddings, the token layout,
-and the conversions between env units and the network's units. With
-`target_keypoint_weight`, training adds a loss that pulls keypoint 0 onto the named target
-(privileged supervision; rollouts never see the target's position).
+and the conversions between env units and the network's units. Losses that use privileged
+information (the target-keypoint loss) belong to the training recipe
+(`vla.training.module.BCModule`), which reads the keypoints from `encode`'s result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import contextmanager
+from typing import NamedTuple
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
 from vla import keys
+from vla.errors import ConfigError
 from vla.models.film import FiLM, masked_mean
 from vla.models.heads import ActionHead
-from vla.models.heads.base import mean_over_real_steps
 from vla.models.image_encoder import ImageEncoder
 from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
-from vla.models.observation import prepare_observation
 from vla.models.readout import Readout
 from vla.models.state_encoder import StateEncoder
 from vla.models.text_encoder import TextEncoder
 from vla.models.tokenizer import Tokenizer
 from vla.models.transformer import TransformerEncoder
+
+
+class Encoding(NamedTuple):
+    """What `VLAPolicy.encode` computes for a batch."""
+
+    features: Tensor  # readout features [B,R,D]
+    keypoints_xy: Tensor | None  # keypoints [B,K,2] in [-1,1] (None: no keypoint tokens)
+    weights: list[Tensor] | None  # attention weights, when asked (see `encode`)
+
+
+def action_chunk(batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor | None]:
+    """A batch's target actions as chunks [B,K,A] (a [B,A] ACTION is K = 1) and ACTION_IS_PAD
+    [B,K] (None: every step real)."""
+    action = batch[keys.ACTION]
+    chunk = action if action.dim() == 3 else action[:, None]  # [B,A] -> [B,1,A]
+    return chunk, batch.get(keys.ACTION_IS_PAD)
 
 
 class VLAPolicy(nn.Module):
@@ -59,12 +77,9 @@ class VLAPolicy(nn.Module):
         film: optional FiLM conditioning of the patches on the instruction (None: off).
         keypoints: optional spatial-softmax keypoint tokens, placed after the patches
             (None: off).
-        target_keypoint_weight: weight of an auxiliary loss that pulls keypoint 0 onto the
-            named target (needs `keypoints` and batches with TARGET; 0: off). Privileged
-            supervision for training only: at rollout the policy still sees only image,
-            instruction and state.
         n_action_steps: N, actions of each predicted chunk executed before the next query
-            (1 <= N <= head.chunk_size).
+            (1 <= N <= head.chunk_size): what the policy was trained for, and what
+            `PolicyRunner` executes unless told otherwise.
     """
 
     def __init__(
@@ -81,39 +96,23 @@ class VLAPolicy(nn.Module):
         d_model: int,
         film: FiLM | None = None,
         keypoints: KeypointEncoder | None = None,
-        target_keypoint_weight: float = 0.0,
         n_action_steps: int = 1,
     ):
         super().__init__()
-        if target_keypoint_weight < 0 or (target_keypoint_weight > 0 and keypoints is None):
-            raise ValueError(
-                f"target_keypoint_weight={target_keypoint_weight} must be >= 0, and > 0 only "
-                "with keypoints: set model.keypoints > 0, or model.target_keypoint_weight=0"
-            )
-        self.target_keypoint_weight = target_keypoint_weight
         if not 1 <= n_action_steps <= head.chunk_size:
-            raise ValueError(
+            raise ConfigError(
                 f"n_action_steps={n_action_steps} must be between 1 and the head's "
                 f"chunk_size={head.chunk_size}"
             )
         self.n_action_steps = n_action_steps
-        self._queue: list[Tensor] = []  # predict_action's actions still to execute, [B,A] each
-        parts = {
-            "image_encoder": image_encoder,
-            "text_encoder": text_encoder,
-            "state_encoder": state_encoder,
-            "encoder": encoder,
-            "readout": readout,
-            "head": head,
-        }
-        if film is not None:
-            parts["film"] = film
-        if keypoints is not None:
-            parts["keypoints"] = keypoints
-        for name, part in parts.items():
-            if part.d_model != d_model:
-                raise ValueError(f"{name}.d_model={part.d_model} does not match d_model={d_model}")
-        checks = [
+        parts = dict(image_encoder=image_encoder, text_encoder=text_encoder, film=film)
+        parts |= dict(state_encoder=state_encoder, keypoints=keypoints, encoder=encoder)
+        parts |= dict(readout=readout, head=head)
+        checks = [  # (name, value, name of the value it must equal, that value)
+            (f"{name}.d_model", part.d_model, "d_model", d_model)
+            for name, part in parts.items()
+            if part is not None
+        ] + [
             ("tokenizer.vocab_size", tokenizer.vocab_size, "text_encoder.vocab_size", text_encoder.vocab_size),
             ("normalizer.state_dim", normalizer.state_dim, "state_encoder.state_dim", state_encoder.state_dim),
             ("normalizer.action_dim", normalizer.action_dim, "head.action_dim", head.action_dim),
@@ -121,9 +120,9 @@ class VLAPolicy(nn.Module):
         ]  # fmt: skip
         for name_a, a, name_b, b in checks:
             if a != b:
-                raise ValueError(f"{name_a}={a} does not match {name_b}={b}")
+                raise ConfigError(f"{name_a}={a} does not match {name_b}={b}")
         if tokenizer.max_len > text_encoder.max_len:
-            raise ValueError(
+            raise ConfigError(
                 f"tokenizer.max_len={tokenizer.max_len} exceeds text_encoder.max_len="
                 f"{text_encoder.max_len}"
             )
@@ -153,14 +152,9 @@ class VLAPolicy(nn.Module):
     def chunk_size(self) -> int:
         return self.head.chunk_size
 
-    @property
-    def queued_actions(self) -> int:
-        """Actions of the last chunk that `predict_action` has still to hand out."""
-        return len(self._queue)
-
     def reset(self) -> None:
-        """Start of an episode: drop queued actions and restart the head's sampling noise."""
-        self._queue = []
+        """Start of an evaluation: a sampling head restarts its noise stream, so the same
+        evaluation draws the same noise every time it runs."""
         self.head.reset()
 
     def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
@@ -187,13 +181,8 @@ class VLAPolicy(nn.Module):
         return max(s.stop for s in self.token_layout().values())
 
     def encode(
-        self,
-        image: Tensor,
-        state: Tensor,
-        tokens: Tensor,
-        need_weights: bool = False,
-        extras: dict | None = None,
-    ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        self, image: Tensor, state: Tensor, tokens: Tensor, need_weights: bool = False
+    ) -> Encoding:
         """Readout features for a batch.
 
         Args:
@@ -202,10 +191,10 @@ class VLAPolicy(nn.Module):
             tokens: int64 ids [B,L], PAD-padded.
             need_weights: also return the attention weights (encoder layers [B,H,T,T], then for
                 a "cross" readout its weights [B,H,R,T]).
-            extras: if given, receives intermediate results: "keypoints_xy" [B,K,2].
 
         Returns:
-            features [B,R,D] (and the list of weights when asked).
+            Encoding: features [B,R,D], keypoints_xy [B,K,2] (with keypoint tokens) and the
+            weights (when asked).
         """
         B = image.shape[0]
         te = self.type_embed
@@ -219,11 +208,10 @@ class VLAPolicy(nn.Module):
         state_tok = self.state_encoder(self.normalizer.normalize_state(state))  # [B,S] -> [B,1,D]
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
         seq, masks = [patches + te["image"]], [visible.expand(B, patches.shape[1])]
+        xy = None
         if self.keypoints is not None:
             xy, _ = self.keypoints.keypoints(image, instruction)  # [B,H,W,3] -> [B,K,2]
             points = self.keypoints.embed(xy)  # [B,K,2] -> [B,K,D]
-            if extras is not None:
-                extras["keypoints_xy"] = xy
             seq.append(points + te["keypoints"])
             masks.append(visible.expand(B, points.shape[1]))
         seq += [words + te["text"], state_tok + te["state"]]
@@ -236,135 +224,51 @@ class VLAPolicy(nn.Module):
 
         if not need_weights:
             x = self.encoder(x, mask, cond=instruction)  # [B,T,D]
-            return self.readout(x, mask, instruction=instruction)  # [B,T,D] -> [B,R,D]
+            features = self.readout(x, mask, instruction=instruction)  # [B,T,D] -> [B,R,D]
+            return Encoding(features, xy, None)
         x, weights = self.encoder(x, mask, need_weights=True, cond=instruction)
         features, cross = self.readout(x, mask, need_weights=True, instruction=instruction)
-        return features, weights + ([cross] if cross is not None else [])
+        return Encoding(features, xy, weights + ([cross] if cross is not None else []))
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units).
+        """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units)."""
+        features = self.encode(batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]).features
+        return self.action_loss(features, batch)
+
+    def action_loss(
+        self, features: Tensor, batch: Mapping[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The head's loss of readout features [B,R,D] against the batch's actions.
 
         ACTION is [B,A] (one action per step, chunk_size 1) or [B,K,A] chunks, with
         ACTION_IS_PAD [B,K] marking the steps past an episode's end, which the loss ignores.
 
         Returns:
-            scalar loss and detached scalar logs: "loss", the head's own terms, and
-            "action_mse" (the predicted chunk vs the target's real steps, in env units).
+            scalar loss and the head's detached scalar logs.
         """
-        action = batch[keys.ACTION]
-        chunk = action if action.dim() == 3 else action[:, None]  # [B,A] -> [B,1,A]
-        if chunk.shape[1] != self.chunk_size:
-            raise ValueError(
-                f"the batch holds chunks of {chunk.shape[1]} actions but the head predicts "
-                f"chunk_size={self.chunk_size} (data.chunk_size must equal model.chunk_size)"
-            )
-        is_pad = batch.get(keys.ACTION_IS_PAD)  # [B,K] or None (every step real)
-        extras = {}
-        features = self.encode(
-            batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS], extras=extras
-        )
+        chunk, is_pad = action_chunk(batch)  # [B,K,A], [B,K] | None; the head checks K
         target = self.normalizer.normalize_action(chunk)  # env units -> [-1,1], [B,K,A]
-        loss, head_logs, pred = self.head.loss_and_prediction(features, target, is_pad)
-        if self.target_keypoint_weight > 0:
-            if keys.TARGET not in batch:
-                raise KeyError(
-                    f"model.target_keypoint_weight={self.target_keypoint_weight} needs the named "
-                    f"target's position in the batch ('{keys.TARGET}'); set it to 0 to train "
-                    "without the auxiliary loss"
-                )
-            aux = self.target_keypoint_loss(extras["keypoints_xy"], batch[keys.TARGET])
-            loss = loss + self.target_keypoint_weight * aux
-            head_logs = head_logs | {"target_keypoint_mse": aux.detach()}
-        with torch.no_grad():
-            error = (self.normalizer.unnormalize_action(pred) - chunk).square()  # [B,K,A]
-            mse = mean_over_real_steps(error, is_pad)
-        return loss, {"loss": loss.detach(), **head_logs, "action_mse": mse}
+        return self.head.loss(features, target, is_pad)
 
-    @staticmethod
-    def target_keypoint_loss(keypoints_xy: Tensor, target: Tensor) -> Tensor:
-        """Squared distance of keypoint 0 [B,K,2] (image coordinates in [-1,1]) from the named
-        target [B,2] (arena units in [0,1]^2, which map onto the image as x -> columns,
-        y -> rows, so the conversion is 2 * target - 1)."""
-        return (keypoints_xy[:, 0] - (2 * target - 1)).square().sum(-1).mean()
+    def predict_chunk(self, features: Tensor) -> Tensor:
+        """Readout features [B,R,D] -> action chunks [B,K,A] in env units, clipped to [-1,1]."""
+        return self.normalizer.unnormalize_action(self.head.predict(features)).clamp(-1.0, 1.0)
 
     def predict_chunk_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
-        """Batched action chunks in env units, clipped to [-1,1]: [B,K,A] (eval mode, no
-        autograd). One query; it keeps no state (a sampling head advances its noise stream)."""
+        """The inference API: observations (image uint8 [B,H,W,3], env-unit state [B,S], ids
+        [B,L]) -> action chunks [B,K,A] in env units, clipped to [-1,1] (eval mode, no
+        autograd). Stateless: one query, nothing kept (a sampling head advances its noise
+        stream); `vla.eval.runner.PolicyRunner` turns chunks into one action per step."""
+        with self.inference():
+            return self.predict_chunk(self.encode(image, state, tokens).features)
+
+    @contextmanager
+    def inference(self):
+        """Eval mode and no autograd inside; the previous mode is restored after."""
         was_training = self.training
         self.eval()
         try:
             with torch.inference_mode():
-                features = self.encode(image, state, tokens)  # [B,R,D]
-                chunk = self.normalizer.unnormalize_action(self.head.predict(features))
-                return chunk.clamp(-1.0, 1.0)  # [B,K,A]
+                yield
         finally:
             self.train(was_training)
-
-    def predict_action_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
-        """The first action of each predicted chunk: [B,A] in env units (no queue)."""
-        return self.predict_chunk_tensors(image, state, tokens)[:, 0]  # [B,K,A] -> [B,A]
-
-    def predict_action(self, obs: Mapping) -> np.ndarray:
-        """Next action for raw env observations, ACT's `select_action`: a query predicts a
-        chunk, whose first `n_action_steps` actions are handed out one per call before the next
-        query. Call `reset()` at the start of every episode.
-
-        Args:
-            obs: {"image": uint8 [H,W,3] | [B,H,W,3], "state": [S] | [B,S],
-                  "instruction": str | list[str]} (numpy or torch); a batch is a set of
-                  episodes stepped together.
-
-        Returns:
-            float32 numpy actions in env units: [A] for one observation, [B,A] for a batch.
-        """
-        device = next(self.parameters()).device
-        image, state, tokens, batched = prepare_observation(obs, self.tokenizer, device)
-        if self._queue and self._queue[0].shape[0] != image.shape[0]:
-            raise ValueError(
-                f"{self._queue[0].shape[0]} episodes have queued actions but {image.shape[0]} "
-                "observations came: call reset() at the start of every episode"
-            )
-        if not self._queue:
-            chunk = self.predict_chunk_tensors(image, state, tokens).cpu()  # [B,K,A]
-            self._queue = list(chunk[:, : self.n_action_steps].unbind(dim=1))  # N x [B,A]
-        action = self._queue.pop(0).numpy()  # [B,A]
-        return action.astype(np.float32) if batched else action[0].astype(np.float32)
-
-    def attention_maps(
-        self, image: Tensor, state: Tensor, tokens: Tensor
-    ) -> tuple[list[Tensor], dict[str, slice]]:
-        """Attention weights for visualisation (eval mode, no autograd).
-
-        Returns:
-            weights: one [B,H,T,T] per encoder layer, plus [B,H,R,T_obs] for a "cross" readout;
-                every row sums to 1 over the keys.
-            layout: group name -> slice of the sequence (the keys' axis).
-        """
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode():
-                _, weights = self.encode(image, state, tokens, need_weights=True)
-        finally:
-            self.train(was_training)
-        return weights, self.token_layout(num_words=tokens.shape[1])
-
-    def flops_per_sample(self) -> int:
-        """Analytic forward FLOPs (2 x multiply-adds of the matmuls) for one sample.
-
-        Training costs about 3x this (forward + backward). Elementwise ops, norms and softmax
-        are left out: they are a few percent at these sizes.
-        """
-        layout = self.token_layout()
-        T = self.num_tokens()
-        t_obs = layout["state"].stop
-        film = self.film.flops() if self.film is not None else 0
-        film += self.keypoints.flops() if self.keypoints is not None else 0
-        return (
-            self.image_encoder.flops()
-            + film
-            + self.state_encoder.flops()
-            + self.encoder.flops(T)
-            + self.readout.flops(t_obs)
-            + self.head.flops()
-        )

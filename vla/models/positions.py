@@ -13,6 +13,8 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
+
 POS_EMBS = ("sinusoidal", "learned", "none")
 
 
@@ -27,7 +29,7 @@ def pixel_coordinates(size: int) -> Tensor:
 
 def check_pos_emb(pos_emb: str) -> None:
     if pos_emb not in POS_EMBS:
-        raise ValueError(f"unknown pos_emb {pos_emb!r} (expected one of: {', '.join(POS_EMBS)})")
+        raise ConfigError(f"unknown pos_emb {pos_emb!r} (expected one of: {', '.join(POS_EMBS)})")
 
 
 def sinusoidal_1d(length: int, dim: int, base: float = 10000.0) -> Tensor:
@@ -37,7 +39,7 @@ def sinusoidal_1d(length: int, dim: int, base: float = 10000.0) -> Tensor:
     channels and far-apart ones in the slow channels.
     """
     if dim % 2 != 0:
-        raise ValueError(f"sinusoidal position embedding needs an even dim, got dim={dim}")
+        raise ConfigError(f"sinusoidal position embedding needs an even dim, got dim={dim}")
     freqs = base ** (-torch.arange(dim // 2, dtype=torch.float32) / (dim // 2))  # [dim/2]
     angles = torch.arange(length, dtype=torch.float32)[:, None] * freqs[None, :]  # [L,dim/2]
     return torch.cat([angles.sin(), angles.cos()], dim=-1)  # [L,dim]
@@ -47,7 +49,7 @@ def sinusoidal_2d(grid_h: int, grid_w: int, dim: int) -> Tensor:
     """Fixed 2-D embedding [grid_h * grid_w, dim], row-major: half the channels encode the row,
     half the column (the MAE / ViT-sincos recipe)."""
     if dim % 4 != 0:
-        raise ValueError(f"2-D sinusoidal position embedding needs dim % 4 == 0, got dim={dim}")
+        raise ConfigError(f"2-D sinusoidal position embedding needs dim % 4 == 0, got dim={dim}")
     rows = sinusoidal_1d(grid_h, dim // 2)  # [h,dim/2]
     cols = sinusoidal_1d(grid_w, dim // 2)  # [w,dim/2]
     rows = rows[:, None, :].expand(grid_h, grid_w, dim // 2)  # [h,dim/2] -> [h,w,dim/2]

@@ -20,6 +20,7 @@ import torch
 from einops import rearrange, repeat
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.attention import MultiHeadAttention
 from vla.models.transformer import MLP
 
@@ -51,9 +52,9 @@ class Readout(nn.Module):
     ):
         super().__init__()
         if mode not in READOUTS:
-            raise ValueError(f"unknown readout {mode!r} (expected one of: {', '.join(READOUTS)})")
+            raise ConfigError(f"unknown readout {mode!r} (expected one of: {', '.join(READOUTS)})")
         if num_readouts < 1:
-            raise ValueError(f"num_readouts={num_readouts} must be >= 1")
+            raise ConfigError(f"num_readouts={num_readouts} must be >= 1")
         self.d_model = d_model
         self.num_readouts = num_readouts
         self.mode = mode

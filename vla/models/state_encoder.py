@@ -5,6 +5,8 @@ from __future__ import annotations
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
+
 
 class StateEncoder(nn.Module):
     """State [B,S] -> one token [B,1,D].
@@ -18,7 +20,7 @@ class StateEncoder(nn.Module):
     def __init__(self, state_dim: int, d_model: int, hidden_dim: int | None = None):
         super().__init__()
         if state_dim < 1:
-            raise ValueError(f"state_dim={state_dim} must be >= 1")
+            raise ConfigError(f"state_dim={state_dim} must be >= 1")
         self.state_dim = state_dim
         self.d_model = d_model
         self.hidden_dim = hidden_dim

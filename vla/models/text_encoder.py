@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.positions import PositionEmbedding1D, check_pos_emb
 from vla.models.tokenizer import PAD_ID, Tokenizer
 
@@ -35,7 +36,7 @@ class TextEncoder(nn.Module):
         self.vocab_size = default.vocab_size if vocab_size is None else vocab_size
         self.max_len = default.max_len if max_len is None else max_len
         if self.vocab_size < 2 or self.max_len < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"vocab_size={self.vocab_size} must be >= 2 and max_len={self.max_len} >= 1"
             )
         self.d_model = d_model

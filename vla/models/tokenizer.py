@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from vla.envs import grammar
 from vla.envs.grammar import split_words
+from vla.errors import ConfigError
 
 PAD, UNK = "<pad>", "<unk>"
 PAD_ID, UNK_ID = 0, 1
@@ -57,12 +58,12 @@ class Tokenizer(nn.Module):
 
     def _set_vocab(self, vocab: list[str], max_len: int) -> None:
         if vocab[:2] != [PAD, UNK]:
-            raise ValueError(f"vocab must start with {[PAD, UNK]}, got {vocab[:2]}")
+            raise ConfigError(f"vocab must start with {[PAD, UNK]}, got {vocab[:2]}")
         if len(set(vocab)) != len(vocab):
             dupes = sorted({w for w in vocab if vocab.count(w) > 1})
-            raise ValueError(f"vocab has duplicate words: {dupes}")
+            raise ConfigError(f"vocab has duplicate words: {dupes}")
         if max_len < 1:
-            raise ValueError(f"max_len={max_len} must be >= 1")
+            raise ConfigError(f"max_len={max_len} must be >= 1")
         self.vocab = [str(w) for w in vocab]
         self.max_len = max_len
         self.word_to_id = {w: i for i, w in enumerate(self.vocab)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.attention import MultiHeadAttention
 
 
@@ -28,7 +29,7 @@ class MLP(nn.Module):
     def __init__(self, d_model: int, mlp_ratio: float = 4, dropout: float = 0.0):
         super().__init__()
         if mlp_ratio <= 0:
-            raise ValueError(f"mlp_ratio={mlp_ratio} must be > 0")
+            raise ConfigError(f"mlp_ratio={mlp_ratio} must be > 0")
         self.hidden = int(d_model * mlp_ratio)
         self.d_model = d_model
         self.net = nn.Sequential(
@@ -133,7 +134,7 @@ class TransformerEncoder(nn.Module):
     ):
         super().__init__()
         if depth < 1:
-            raise ValueError(f"depth={depth} must be >= 1")
+            raise ConfigError(f"depth={depth} must be >= 1")
         self.d_model = d_model
         self.n_heads = n_heads
         self.depth = depth

@@ -11,10 +11,12 @@ from lightning.pytorch.loggers import TensorBoardLogger
 from vla.data.seeds import SELECTION_SEED_START, check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
 from vla.eval.stats import format_rate
 from vla.eval.video import add_gif, annotate, shrink
+from vla.keys import IMAGE, INSTRUCTION, STATE
 
 log = logging.getLogger(__name__)
 GIF_WIDTH = 160  # px: small event files, the caption still legible
@@ -51,9 +53,9 @@ class RolloutEval(L.Callback):
         record: int = 2,
     ):
         if num_episodes < 1:
-            raise ValueError(f"callbacks.rollout_eval.num_episodes={num_episodes} must be >= 1")
+            raise ConfigError(f"callbacks.rollout_eval.num_episodes={num_episodes} must be >= 1")
         if every_n_validations < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"callbacks.rollout_eval.every_n_validations={every_n_validations} must be >= 1"
             )
         check_seeds("selection", seed, num_episodes, "callbacks.rollout_eval.seed")
@@ -123,8 +125,8 @@ class RolloutEval(L.Callback):
                 obs, _ = ReachEnv(**{**self.env_kwargs, "render_mode": "rgb_array"}).reset(
                     seed=int(result.seeds[0])
                 )
-                batch = {k: obs[k][None] for k in ("image", "state")}
-                batch["instruction"] = [obs["instruction"]]
+                batch = {k: obs[k][None] for k in (IMAGE, STATE)}
+                batch[INSTRUCTION] = [obs[INSTRUCTION]]
                 (figure,) = episode_attention_figures(policy, batch, [result.frames[0][0]])
                 logger.experiment.add_image(
                     "attention/episode_0", figure, trainer.global_step, dataformats="HWC"
@@ -155,7 +157,7 @@ class LastCheckpoint(L.Callback):
 
     def __init__(self, dirpath: str, every_n_train_steps: int = 200):
         if every_n_train_steps < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"callbacks.last_checkpoint.every_n_train_steps={every_n_train_steps} must be >= 1"
             )
         self.path = f"{dirpath}/last.ckpt"

@@ -1,5 +1,7 @@
 """The behavior-cloning recipe as a LightningModule. The network itself is a plain nn.Module
-(`vla.models.policy.VLAPolicy`); this class owns only how it is trained."""
+(`vla.models.policy.VLAPolicy`); this class owns only how it is trained, including the one
+loss that uses privileged information (where the named target is), so that "training only"
+holds by construction: a rollout runs the policy, never this module."""
 
 from __future__ import annotations
 
@@ -9,8 +11,17 @@ import lightning as L
 import torch
 
 from vla.checkpoint import vla_payload
-from vla.keys import ACTION
-from vla.models.policy import VLAPolicy
+from vla.errors import ConfigError
+from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
+from vla.models.heads.base import mean_over_real_steps
+from vla.models.policy import Encoding, VLAPolicy, action_chunk
+
+
+def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Squared distance of keypoint 0 [B,K,2] (image coordinates in [-1,1]) from the named
+    target [B,2] (arena units in [0,1]^2, which map onto the image as x -> columns,
+    y -> rows, so the conversion is 2 * target - 1)."""
+    return (keypoints_xy[:, 0] - (2 * target - 1)).square().sum(-1).mean()
 
 
 class BCModule(L.LightningModule):
@@ -25,6 +36,9 @@ class BCModule(L.LightningModule):
         env_config: the env the policy was trained on; saved likewise.
         nonfinite: what a NaN/inf loss does: "raise" stops training with a message naming the
             step; "skip" skips that batch's update and counts it in `train/skipped_batches`.
+        target_keypoint_weight: weight of an auxiliary loss that pulls keypoint 0 onto the
+            named target (0: off). It needs keypoint tokens, and batches that carry TARGET
+            (`uses_target`): privileged supervision, so it lives here and not in the policy.
     """
 
     def __init__(
@@ -35,10 +49,20 @@ class BCModule(L.LightningModule):
         policy_config: dict | None = None,
         env_config: dict | None = None,
         nonfinite: str = "raise",
+        target_keypoint_weight: float = 0.0,
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
-            raise ValueError(f"nonfinite={nonfinite!r} must be 'raise' or 'skip'")
+            raise ConfigError(f"nonfinite={nonfinite!r} must be 'raise' or 'skip'")
+        if target_keypoint_weight < 0:
+            raise ConfigError(f"model.target_keypoint_weight={target_keypoint_weight} must be >= 0")
+        if target_keypoint_weight > 0 and policy.keypoints is None:
+            raise ConfigError(
+                f"model.target_keypoint_weight={target_keypoint_weight} pulls keypoint 0 onto the "
+                "target, but model/keypoints=none gives the policy no keypoints: choose "
+                "model/keypoints=spatial_softmax or set model.target_keypoint_weight=0"
+            )
+        self.target_keypoint_weight = target_keypoint_weight
         self.nonfinite = nonfinite
         self.skipped_batches = 0
         self.policy = policy
@@ -47,11 +71,33 @@ class BCModule(L.LightningModule):
         self.policy_config = policy_config
         self.env_config = env_config
 
-    def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict]:
-        return self.policy(batch)
+    @property
+    def uses_target(self) -> bool:
+        """Whether batches must carry TARGET (the named target's position)."""
+        return self.target_keypoint_weight > 0
+
+    def setup(self, stage: str) -> None:
+        """The policy's units come from the training split (set after the data is prepared,
+        on every process; a resumed run then loads the checkpoint's own)."""
+        if stage == "fit" and self.trainer.datamodule is not None:
+            self.policy.set_normalization(**self.trainer.datamodule.statistics())
+
+    def model_step(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict, Encoding]:
+        """The training loss: the policy's action loss (+ the weighted target-keypoint loss).
+
+        Returns:
+            scalar loss, detached scalar logs, and the batch's encoding.
+        """
+        encoding = self.policy.encode(batch[IMAGE], batch[STATE], batch[TOKENS])
+        loss, logs = self.policy.action_loss(encoding.features, batch)
+        if self.target_keypoint_weight > 0:
+            aux = target_keypoint_loss(encoding.keypoints_xy, batch[TARGET])
+            loss = loss + self.target_keypoint_weight * aux
+            logs = logs | {"target_keypoint_mse": aux.detach()}
+        return loss, logs, encoding
 
     def training_step(self, batch, batch_idx):
-        loss, logs = self.model_step(batch)
+        loss, logs, _ = self.model_step(batch)
         if not torch.isfinite(loss):
             if self.nonfinite == "raise":
                 raise FloatingPointError(
@@ -63,17 +109,26 @@ class BCModule(L.LightningModule):
             return None  # Lightning skips the optimizer step for this batch
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch[ACTION]))
         for k, v in logs.items():
-            if k != "loss":
-                self.log(f"train/{k}", v, batch_size=len(batch[ACTION]))
+            self.log(f"train/{k}", v, batch_size=len(batch[ACTION]))
         return loss
 
     def validation_step(self, batch, batch_idx):
-        loss, logs = self.model_step(batch)
+        """The training loss, and `action_mse`: the chunk a query predicts (greedy decoding,
+        flow sampling) against the target's real steps, in env units. Only here: a training
+        step never samples or decodes."""
+        loss, logs, encoding = self.model_step(batch)
+        logs["action_mse"] = self.action_mse(encoding.features, batch)
         n = len(batch[ACTION])
         self.log("val/loss", loss, prog_bar=True, batch_size=n, sync_dist=True)
         for k, v in logs.items():
-            if k != "loss":
-                self.log(f"val/{k}", v, batch_size=n, sync_dist=True)
+            self.log(f"val/{k}", v, batch_size=n, sync_dist=True)
+
+    def action_mse(self, features: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Squared error of the chunks a query predicts from readout features [B,R,D] against
+        the batch's actions, in env units, over the real steps."""
+        chunk, is_pad = action_chunk(batch)  # [B,K,A], [B,K] | None
+        error = (self.policy.predict_chunk(features) - chunk).square()  # [B,K,A]
+        return mean_over_real_steps(error, is_pad)
 
     def param_groups(self) -> list[dict]:
         """Weight decay on matrices only: none on biases, norms and other vectors (ndim < 2).

@@ -12,6 +12,7 @@ import lightning as L
 from lightning.pytorch.callbacks import ProgressBar
 
 from vla.console import is_terminal
+from vla.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ class ProgressLines(L.Callback):
 
     def __init__(self, lines_per_epoch: int = 4):
         if lines_per_epoch < 1:
-            raise ValueError(f"callbacks.progress.lines_per_epoch={lines_per_epoch} must be >= 1")
+            raise ConfigError(f"callbacks.progress.lines_per_epoch={lines_per_epoch} must be >= 1")
         self.lines_per_epoch = lines_per_epoch
         self.lines = False
         self.epoch_start = 0.0

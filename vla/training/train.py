@@ -12,14 +12,16 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 
 from vla.checkpoint import load_weights, read_checkpoint
-from vla.config import instantiate
+from vla.config import check_group_choices, instantiate
 from vla.data.datamodule import ReachDataModule
-from vla.data.dataset import dataset_path
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.eval.rollout import rollout
+from vla.eval.runner import check_chunking
 from vla.eval.stats import format_rate, rate_summary
+from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
 from vla.training.module import BCModule
@@ -33,6 +35,7 @@ class TrainingInterrupted(RuntimeError):
 
 def check_config(cfg: DictConfig) -> None:
     """Fails fast, before any expensive work, on values that cannot work."""
+    check_group_choices(cfg)
     positive = {
         "data.batch_size": cfg.data.batch_size,
         "data.num_episodes": cfg.data.num_episodes,
@@ -42,8 +45,13 @@ def check_config(cfg: DictConfig) -> None:
     }
     for key, value in positive.items():
         if value is None or value <= 0:
-            raise ValueError(f"{key}={value} must be > 0")
+            raise ConfigError(f"{key}={value} must be > 0")
     check_seeds("test", cfg.eval.seed, cfg.eval.num_episodes, "eval.seed")
+    if cfg.data.chunk_size != cfg.model.chunk_size:
+        raise ConfigError(
+            f"data.chunk_size={cfg.data.chunk_size} must equal model.chunk_size="
+            f"{cfg.model.chunk_size} (leave data.chunk_size unset: it follows the model)"
+        )
 
 
 def check_resumable(ckpt_path, policy) -> None:
@@ -67,30 +75,17 @@ def train(cfg: DictConfig) -> dict:
 
     m = cfg.model
     log.info(
-        f"building the policy: {m.head} head, d_model={m.d_model}, depth={m.depth}, "
-        f"n_heads={m.n_heads}, patch_size={m.patch_size}, {cfg.env.image_size} px images"
+        f"building the policy: {m.head._target_.rsplit('.', 1)[-1]}, d_model={m.d_model}, "
+        f"depth={m.depth}, n_heads={m.n_heads}, {cfg.env.image_size} px images"
     )
     policy = instantiate(cfg.model.policy)
+    check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
     if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
         check_resumable(cfg.ckpt_path, policy)
     # callbacks check their own values (rollout seeds among them) before any data is made
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
     ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
-    datamodule: ReachDataModule = instantiate(
-        cfg.data, env=env_kwargs, tokenize=policy.tokenizer.encode, shuffle_seed=cfg.seed
-    )
-    datamodule.prepare_data()  # builds or loads the demonstrations, the run's only time
-    datamodule.setup("fit")
-    collected = time.perf_counter()
-    d = cfg.data
-    log.info(
-        f"demonstrations: {d.num_episodes} episodes (seed {d.seed}, noise {d.noise_std}, "
-        f"{d.val_episodes} for validation) in "
-        f"{dataset_path(d.dir, env_kwargs, d.num_episodes, d.seed, d.noise_std)}"
-    )
-    policy.set_normalization(**datamodule.statistics())
-
     module = BCModule(
         policy,
         optimizer=instantiate(cfg.optimizer),
@@ -98,6 +93,16 @@ def train(cfg: DictConfig) -> dict:
         policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
         env_config=env_kwargs,
         nonfinite=cfg.nonfinite,
+        target_keypoint_weight=cfg.model.target_keypoint_weight,
+    )
+    # the demonstrations are built (or loaded) inside `fit`, on one process, the others
+    # waiting (Lightning's prepare_data); `module.setup` then normalises by their statistics
+    datamodule: ReachDataModule = instantiate(
+        cfg.data,
+        env=env_kwargs,
+        tokenize=policy.tokenizer.encode,
+        shuffle_seed=cfg.seed,
+        target=module.uses_target,
     )
     if cfg.get("compile"):
         policy.compile()  # in place: parameter names (and checkpoints) stay the same
@@ -108,16 +113,19 @@ def train(cfg: DictConfig) -> dict:
     if logger:  # only hparams.yaml now: HPARAMS gets its metric once it is measured
         logger.log_hyperparams(_flat_hparams(cfg))
     num_params = sum(p.numel() for p in policy.parameters())
+    train_gflop, query_gflop = training_flops(policy) / 1e9, query_flops(policy) / 1e9
+    query = f", {query_gflop:.3f} per query" if query_gflop != train_gflop else ""
     log.info(
         f"policy: {num_params / 1e6:.2f}M parameters, {policy.num_tokens()} tokens, "
-        f"{policy.flops_per_sample() / 1e9:.3f} GFLOP per sample forward (x3 to train)"
+        f"{train_gflop:.3f} GFLOP per sample forward (x3 to train){query}"
     )
     log.info(
-        f"training: max_epochs={cfg.trainer.max_epochs}, batch_size={d.batch_size}, "
+        f"training: max_epochs={cfg.trainer.max_epochs}, batch_size={cfg.data.batch_size}, "
         f"lr={cfg.optimizer.lr}, seed={cfg.seed}, accelerator={cfg.trainer.accelerator}, "
         f"devices={cfg.trainer.devices}; writing to {out_dir}"
     )
 
+    fit_start = time.perf_counter()
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
     except SystemExit:  # Lightning exits after a Ctrl-C; LastCheckpoint has saved by then
@@ -130,6 +138,7 @@ def train(cfg: DictConfig) -> dict:
         return {}
     metrics = final_evaluation(cfg, policy, env_kwargs, out_dir, callbacks, trainer)
     metrics["curve"] = learning_curve(callbacks, start_unix, metrics)
+    collected = fit_start + datamodule.prepare_seconds  # inside fit, before the first step
     metrics["timings"] = dict(
         collect_s=collected - start,
         train_s=trained - collected,
@@ -159,6 +168,8 @@ def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer)
         cfg.eval.seed,
         num_envs=cfg.eval.num_envs,
         progress=True,
+        n_action_steps=cfg.eval.n_action_steps,
+        temporal_ensemble_coeff=cfg.eval.temporal_ensemble_coeff,
     )
     metrics = result.metrics() | dict(
         num_parameters=sum(p.numel() for p in policy.parameters()),
@@ -204,5 +215,7 @@ def _flat_hparams(cfg: DictConfig) -> dict:
         for k, v in OmegaConf.to_container(cfg[group], resolve=True).items():
             if isinstance(v, int | float | str | bool) and not k.startswith("_"):
                 flat[f"{group}.{k}"] = v
+            elif group == "model" and k != "policy" and (v is None or "_target_" in v):
+                flat[f"model.{k}"] = v["_target_"].rsplit(".", 1)[-1] if v else "none"  # a part
     flat["seed"] = cfg.seed
     return flat

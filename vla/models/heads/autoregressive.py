@@ -20,6 +20,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.heads.base import BinnedActionHead, flatten_readouts
 from vla.models.transformer import EncoderBlock
 
@@ -49,7 +50,7 @@ class AutoregressiveHead(BinnedActionHead):
     ):
         super().__init__(d_model, action_dim, num_bins, num_readouts, chunk_size)
         if depth < 1:
-            raise ValueError(f"depth={depth} must be >= 1")
+            raise ConfigError(f"depth={depth} must be >= 1")
         self.num_tokens = chunk_size * action_dim
         self.start_proj = nn.Linear(num_readouts * d_model, d_model)  # [B,R*D] -> [B,D]
         self.bin_embed = nn.Embedding(num_bins, d_model)
@@ -82,19 +83,17 @@ class AutoregressiveHead(BinnedActionHead):
             x = block(x, causal=True)  # [B,j+1,D]
         return self.to_logits(self.norm(x))  # [B,j+1,D] -> [B,j+1,N]
 
-    def loss_and_prediction(
+    def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """Teacher forcing: one pass over the true stream (its bin accuracy is the
+        teacher-forced one; greedy decoding is `predict`'s)."""
         self.check_target(target_norm, is_pad)
         bins = self.encode(target_norm)  # [B,K,A]
         stream = rearrange(bins, "b k a -> b (k a)")  # time-major token stream [B,K*A]
         logits = self(features, stream[:, :-1])  # teacher forcing -> [B,K*A,N]
         logits = rearrange(logits, "b (k a) n -> b k a n", a=self.action_dim)
-        ce, logs = self.token_loss(logits, bins, is_pad)
-        with torch.no_grad():
-            # greedy decoding, not the teacher-forced argmax, so the metric matches inference
-            pred = self.predict(features.detach())
-        return ce, logs, pred
+        return self.token_loss(logits, bins, is_pad)
 
     def predict(self, features: Tensor) -> Tensor:
         B = features.shape[0]
@@ -106,6 +105,13 @@ class AutoregressiveHead(BinnedActionHead):
 
     def flops(self) -> int:
         """One teacher-forced pass over the K*A positions (what training runs)."""
-        R, D, T, N = self.num_readouts, self.d_model, self.num_tokens, self.num_bins
-        blocks = sum(block.flops(T) for block in self.blocks)
-        return 2 * R * D * D + blocks + 2 * T * D * N
+        return self._pass_flops(self.num_tokens)
+
+    def predict_flops(self) -> int:
+        """Greedy decoding without a cache: K*A passes over 1, 2, ..., K*A positions."""
+        return sum(self._pass_flops(j) for j in range(1, self.num_tokens + 1))
+
+    def _pass_flops(self, T: int) -> int:
+        """`forward` over T positions: the start token, the causal blocks, the logits."""
+        R, D, N = self.num_readouts, self.d_model, self.num_bins
+        return 2 * R * D * D + sum(block.flops(T) for block in self.blocks) + 2 * T * D * N

@@ -19,6 +19,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
+
 
 def flatten_readouts(features: Tensor) -> Tensor:
     """[B,R,D] -> [B,R*D]: each readout token keeps its own weights in the head."""
@@ -48,7 +50,11 @@ def mean_over_real_steps(values: Tensor, is_pad: Tensor | None) -> Tensor:
 
 
 class ActionHead(nn.Module, abc.ABC):
-    """Base class: subclasses implement `loss_and_prediction`, `predict` and `flops`.
+    """Base class: subclasses implement `loss`, `predict` and `flops` (and `predict_flops`
+    when a query costs more than a training pass).
+
+    Training runs `loss` only; `predict` is for queries and validation metrics, so a sampling
+    or decoding head never samples or decodes inside a training step.
 
     Args:
         d_model: width of a readout feature.
@@ -60,11 +66,11 @@ class ActionHead(nn.Module, abc.ABC):
     def __init__(self, d_model: int, action_dim: int, num_readouts: int = 1, chunk_size: int = 1):
         super().__init__()
         if action_dim < 1 or num_readouts < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"action_dim={action_dim} and num_readouts={num_readouts} must be >= 1"
             )
         if chunk_size < 1:
-            raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+            raise ConfigError(f"chunk_size={chunk_size} must be >= 1")
         self.d_model = d_model
         self.action_dim = action_dim
         self.num_readouts = num_readouts
@@ -83,10 +89,12 @@ class ActionHead(nn.Module, abc.ABC):
         if is_pad is not None and tuple(is_pad.shape) != want[:2]:
             raise ValueError(f"is_pad has shape {tuple(is_pad.shape)}, expected [B,K] = {want[:2]}")
 
+    @abc.abstractmethod
     def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
-        """
+        """The training loss.
+
         Args:
             features: readout features [B,R,D].
             target_norm: target action chunks [B,K,A], normalised to [-1,1].
@@ -95,14 +103,6 @@ class ActionHead(nn.Module, abc.ABC):
         Returns:
             scalar loss and a dict of detached scalar tensors to log.
         """
-        loss, logs, _ = self.loss_and_prediction(features, target_norm, is_pad)
-        return loss, logs
-
-    @abc.abstractmethod
-    def loss_and_prediction(
-        self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
-        """`loss` plus a detached prediction [B,K,A] in [-1,1], at little extra cost."""
 
     @abc.abstractmethod
     def predict(self, features: Tensor) -> Tensor:
@@ -110,7 +110,11 @@ class ActionHead(nn.Module, abc.ABC):
 
     @abc.abstractmethod
     def flops(self) -> int:
-        """Forward FLOPs (matmuls) for one sample, as one training step runs them."""
+        """Forward FLOPs (matmuls) for one sample, as `loss` runs them in a training step."""
+
+    def predict_flops(self) -> int:
+        """Forward FLOPs for one sample, as `predict` runs them (a query, a validation metric)."""
+        return self.flops()
 
 
 class BinnedActionHead(ActionHead):
@@ -126,7 +130,7 @@ class BinnedActionHead(ActionHead):
     ):
         super().__init__(d_model, action_dim, num_readouts, chunk_size)
         if num_bins < 2:
-            raise ValueError(f"num_bins={num_bins} must be >= 2")
+            raise ConfigError(f"num_bins={num_bins} must be >= 2")
         self.num_bins = num_bins
 
     def encode(self, actions: Tensor) -> Tensor:

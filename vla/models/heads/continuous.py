@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.heads.base import ActionHead, flatten_readouts, mean_over_real_steps
 
 LOSSES = ("mse", "smooth_l1")
@@ -34,7 +35,7 @@ class ContinuousHead(ActionHead):
     ):
         super().__init__(d_model, action_dim, num_readouts, chunk_size)
         if loss not in LOSSES:
-            raise ValueError(f"unknown loss {loss!r} (expected one of: {', '.join(LOSSES)})")
+            raise ConfigError(f"unknown loss {loss!r} (expected one of: {', '.join(LOSSES)})")
         self.loss_kind = loss
         self.hidden_dim = d_model if hidden_dim is None else hidden_dim
         self.action_head = nn.Sequential(
@@ -49,9 +50,9 @@ class ContinuousHead(ActionHead):
         out = self.action_head(flatten_readouts(features))  # [B,R,D] -> [B,R*D] -> [B,K*A]
         return rearrange(out, "b (k a) -> b k a", k=self.chunk_size)  # -> [B,K,A]
 
-    def loss_and_prediction(
+    def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         self.check_target(target_norm, is_pad)
         pred = self(features)  # [B,K,A]
         if is_pad is None:  # the plain mean, exactly as a single-action head computed it
@@ -64,7 +65,7 @@ class ContinuousHead(ActionHead):
                 per_step = F.smooth_l1_loss(pred, target_norm, reduction="none")
                 smooth = mean_over_real_steps(per_step, is_pad)
         loss = mse if self.loss_kind == "mse" else smooth
-        return loss, {"mse_norm": mse.detach()}, pred.detach().clamp(-1.0, 1.0)
+        return loss, {"mse_norm": mse.detach()}
 
     def predict(self, features: Tensor) -> Tensor:
         return self(features).clamp(-1.0, 1.0)

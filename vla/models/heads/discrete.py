@@ -50,13 +50,12 @@ class DiscreteHead(BinnedActionHead):
             logits, "b (k a n) -> b k a n", k=self.chunk_size, a=self.action_dim
         )  # -> [B,K,A,N]
 
-    def loss_and_prediction(
+    def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         self.check_target(target_norm, is_pad)
         logits = self(features)  # [B,K,A,N]
-        ce, logs = self.token_loss(logits, self.encode(target_norm), is_pad)
-        return ce, logs, self.decode(logits.detach().argmax(dim=-1))
+        return self.token_loss(logits, self.encode(target_norm), is_pad)
 
     def predict(self, features: Tensor) -> Tensor:
         return self.decode(self(features).argmax(dim=-1))  # [B,K,A,N] -> [B,K,A]

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.heads.base import ActionHead, flatten_readouts, mean_over_real_steps
 
 
@@ -65,9 +66,9 @@ class FlowHead(ActionHead):
     ):
         super().__init__(d_model, action_dim, num_readouts, chunk_size)
         if flow_steps < 1:
-            raise ValueError(f"flow_steps={flow_steps} must be >= 1")
+            raise ConfigError(f"flow_steps={flow_steps} must be >= 1")
         if time_dim < 2 or time_dim % 2:
-            raise ValueError(f"time_dim={time_dim} must be even and >= 2")
+            raise ConfigError(f"time_dim={time_dim} must be even and >= 2")
         self.flow_steps = flow_steps
         self.hidden_dim = 2 * d_model if hidden_dim is None else hidden_dim
         self.time_dim = time_dim
@@ -110,9 +111,9 @@ class FlowHead(ActionHead):
         beta = torch.distributions.Beta(torch.tensor(1.5), torch.tensor(1.0))
         return (beta.sample((batch_size,)) * 0.999 + 0.001).to(device)
 
-    def loss_and_prediction(
+    def loss(
         self, features: Tensor, target_norm: Tensor, is_pad: Tensor | None = None
-    ) -> tuple[Tensor, dict[str, Tensor], Tensor]:
+    ) -> tuple[Tensor, dict[str, Tensor]]:
         self.check_target(target_norm, is_pad)
         B = target_norm.shape[0]
         noise = torch.randn_like(target_norm)  # [B,K,A]
@@ -122,9 +123,7 @@ class FlowHead(ActionHead):
         u_t = noise - target_norm  # its velocity (d x_t / dt)
         v_t = self.velocity(x_t, t, features)
         loss = mean_over_real_steps(F.mse_loss(v_t, u_t, reduction="none"), is_pad)
-        with torch.no_grad():
-            pred = self.sample(features.detach(), torch.randn_like(target_norm))
-        return loss, {"flow_mse": loss.detach()}, pred.clamp(-1.0, 1.0)
+        return loss, {"flow_mse": loss.detach()}
 
     def reset(self) -> None:
         self._generator = None
@@ -139,6 +138,10 @@ class FlowHead(ActionHead):
         return self.sample(features, noise.to(features.dtype)).clamp(-1.0, 1.0)  # [B,K,A]
 
     def flops(self) -> int:
-        """One denoiser pass (what a training step runs; inference runs `flow_steps` of them)."""
+        """One denoiser pass (what a training step runs)."""
         H, chunk = self.hidden_dim, self.chunk_size * self.action_dim
         return 2 * H * (chunk + self.time_dim + self.num_readouts * self.d_model + H + chunk)
+
+    def predict_flops(self) -> int:
+        """`flow_steps` denoiser passes, one per Euler step."""
+        return self.flow_steps * self.flops()

@@ -1,0 +1,37 @@
+"""Analytic FLOPs of a policy, per sample: what a training step runs and what a query runs.
+
+Counted as 2 x multiply-adds of the matmuls; elementwise ops, norms and softmax are left out
+(a few percent at these sizes). A training step runs the encoder once and the head's loss
+(one pass: teacher forcing, one denoiser evaluation), then the backward pass, about twice the
+forward; a query (rollouts, and the validation metric `action_mse`) runs the encoder and the
+head's `predict`, which for the flow head is `flow_steps` denoiser passes and for the
+autoregressive head K*A decoding passes. MFU is computed from the training figure.
+"""
+
+from __future__ import annotations
+
+from vla.models.policy import VLAPolicy
+
+
+def encoder_flops(policy: VLAPolicy) -> int:
+    """Everything before the head: tokenising the inputs, the Transformer and the readout."""
+    layout = policy.token_layout()
+    conditioning = policy.film.flops() if policy.film is not None else 0
+    conditioning += policy.keypoints.flops() if policy.keypoints is not None else 0
+    return (
+        policy.image_encoder.flops()
+        + conditioning
+        + policy.state_encoder.flops()
+        + policy.encoder.flops(policy.num_tokens())
+        + policy.readout.flops(layout["state"].stop)  # its queries attend to T_obs tokens
+    )
+
+
+def training_flops(policy: VLAPolicy) -> int:
+    """Forward FLOPs of one sample in a training step (x3 with the backward pass)."""
+    return encoder_flops(policy) + policy.head.flops()
+
+
+def query_flops(policy: VLAPolicy) -> int:
+    """Forward FLOPs of one observation's query: `predict_chunk_tensors`."""
+    return encoder_flops(policy) + policy.head.predict_flops()
