@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vla.data.collect import collect
-from vla.data.dataset import DatasetError, dataset_path, load_demos
+from vla.data.dataset import FORMAT_VERSION, DatasetError, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.data.seeds import SEED_LIMIT, SELECTION_SEED_START, TEST_SEED_START, check_seeds
 from vla.errors import SeedRangeError
@@ -24,7 +24,7 @@ def test_round_trip(tmp_path):
     assert demos.num_episodes == meta["num_episodes"] == 20
     assert demos.num_steps == meta["num_steps"] == len(demos.image)
     assert meta["success_rate"] >= 0.95 and meta["seeds"] == {"start": 5, "stop": 25}
-    assert meta["env"]["image_size"] == 32 and meta["format_version"] == 2
+    assert meta["env"]["image_size"] == 32 and meta["format_version"] == FORMAT_VERSION == 3
     assert demos.image.dtype == np.uint8 and demos.image.shape[1:] == (32, 32, 3)
     assert demos.state.shape == (demos.num_steps, 4) and demos.action.shape == (demos.num_steps, 2)
     # episodes are contiguous and in order
@@ -36,7 +36,7 @@ def test_round_trip(tmp_path):
     obs, info = ReachEnv(**ENV).reset(seed=5 + 3)
     np.testing.assert_array_equal(demos.image[demos.episode_start[3]], obs["image"])
     assert demos.instructions[3] == obs["instruction"]
-    assert demos.target_pair[3] == info["target_pair"]
+    assert demos.target_pair[demos.episode_start[3]] == info["target_pair"]
 
 
 def test_parallel_collection_matches_serial(tmp_path):

@@ -22,11 +22,12 @@ def test_attention_maps(readout):
         policy, batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]
     )
     assert policy.training  # the mode is restored after the query
-    T = policy.num_tokens()
-    # 32 px in 16 px patches: 4 patches, then 8 keypoints, 8 words, the state (and readout)
-    assert T == 4 + 8 + 8 + 1 + (1 if readout == "self" else 0)
+    L = batch[keys.TOKENS].shape[1]  # the longest instruction of the batch
+    T = policy.num_tokens(L)
+    # 32 px in 16 px patches: 4 patches, then 8 keypoints, L words, the state (and readout)
+    assert L == 5 and T == 4 + 8 + L + 1 + (1 if readout == "self" else 0)
     assert layout["image"] == slice(0, 4) and layout["keypoints"] == slice(4, 12)
-    assert layout["text"] == slice(12, 20)
+    assert layout["text"] == slice(12, 12 + L)
     assert len(weights) == 2 + (1 if readout == "cross" else 0)
     for w in weights:
         assert w.shape[:2] == (2, 4) and w.shape[-1] == layout["state"].stop + (readout == "self")

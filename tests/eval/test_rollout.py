@@ -37,7 +37,8 @@ def test_rollout_counts_every_episode_with_its_seed(policy_env):
     assert set(m["success_by_colour"]) <= {c for c, _ in PAIRS}
     for colour, rate in m["success_by_colour"].items():
         named = np.array([PAIRS[p][0] == colour for p in result.target_pair])
-        assert rate == result.success[named].mean()
+        assert rate["success_rate"] == result.success[named].mean()
+        assert rate["num_episodes"] == named.sum()
 
 
 def test_ablation_really_replaces_the_input(policy_env):

@@ -85,8 +85,8 @@ def test_text_encoder_mask_and_default_vocab():
     enc = TextEncoder(d_model=16, max_len=6)
     assert enc.vocab_size == tok.vocab_size
     words, pad = enc(tok.encode(["reach the red circle", "go to the blue square"]))
-    assert words.shape == (2, 6, 16)
-    assert pad.tolist() == [[False] * 4 + [True] * 2, [False] * 5 + [True]]
+    assert words.shape == (2, 5, 16)  # the longest instruction's words
+    assert pad.tolist() == [[False] * 4 + [True], [False] * 5]
 
 
 def test_state_encoder_is_one_token():

@@ -43,8 +43,14 @@ def test_flops_match_a_counted_forward(make_policy, make_batch, overrides):
     encoder_per_sample = (encoder - per_batch) / B
     assert policy.head.flops() == pytest.approx(train_head / B, rel=0.01)
     assert policy.head.predict_flops() == pytest.approx(query_head / B, rel=0.01)
-    assert training_flops(policy) == pytest.approx(encoder_per_sample + train_head / B, rel=0.01)
-    assert query_flops(policy) == pytest.approx(encoder_per_sample + query_head / B, rel=0.01)
+    L = tokens.shape[1]  # the batch's longest instruction
+    expected_train, expected_query = (
+        encoder_per_sample + train_head / B,
+        encoder_per_sample + query_head / B,
+    )
+    assert training_flops(policy, L) == pytest.approx(expected_train, rel=0.01)
+    assert query_flops(policy, L) == pytest.approx(expected_query, rel=0.01)
+    assert training_flops(policy) > training_flops(policy, L)  # the most words cost more
 
 
 def test_a_query_costs_more_than_a_training_pass_only_for_sampling_and_decoding(make_policy):

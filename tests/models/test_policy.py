@@ -105,10 +105,10 @@ def test_policy_rejects_mismatched_parts(make_policy):
         ]
     }
     with pytest.raises(
-        ConfigError, match="tokenizer.vocab_size=17 does not match text_encoder.vocab_size=30"
+        ConfigError, match="tokenizer.vocab_size=31 does not match text_encoder.vocab_size=30"
     ):
         type(policy)(
-            **dict(parts, text_encoder=TextEncoder(64, vocab_size=30, max_len=8)), d_model=64
+            **dict(parts, text_encoder=TextEncoder(64, vocab_size=30, max_len=14)), d_model=64
         )
     with pytest.raises(ConfigError, match="image_encoder.d_model=64 does not match d_model=32"):
         type(policy)(**parts, d_model=32)

@@ -16,6 +16,7 @@ from vla.benchmark.training import lightning_loop, make_module, matmul_peak, tor
 from vla.config import check_group_choices, instantiate
 from vla.envs.config import env_kwargs_of
 from vla.errors import ConfigError
+from vla.keys import TOKENS
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 
@@ -38,6 +39,11 @@ def build(cfg: DictConfig, image_size: int | None = None):
     return policy, dm
 
 
+def words(dm) -> int:
+    """Words per instruction in the demonstrations' batches (the longest instruction's)."""
+    return dm.tensors[TOKENS].shape[1]
+
+
 def medians(rounds: list[dict]) -> tuple[dict, dict]:
     """({key: median over rounds}, {key: [min, max]}) of a list of equally keyed dicts."""
     values = {k: [float(r[k]) for r in rounds] for k in rounds[0]}
@@ -49,7 +55,7 @@ def medians(rounds: list[dict]) -> tuple[dict, dict]:
 
 def training_rounds(cfg: DictConfig, policy, dm) -> list[dict]:
     """Per repeat: the matmul peak, the plain loop and the Lightning loop, back to back."""
-    b, train_flops = cfg.bench, 3 * training_flops(policy)
+    b, train_flops = cfg.bench, 3 * training_flops(policy, words(dm))
     rounds = []
     for _ in range(b.repeats):
         peak = matmul_peak()
@@ -75,7 +81,7 @@ def scaling(cfg: DictConfig, sizes, steps: int, warmup: int) -> list[dict]:
     for size in sizes:
         policy, dm = build(cfg, image_size=size)
         speed = torch_loop(cfg, policy, dm, steps, warmup)["samples_per_s"]
-        T, forward = policy.num_tokens(), training_flops(policy)
+        T, forward = policy.num_tokens(words(dm)), training_flops(policy, words(dm))
         attn_scores = 2 * 2 * T * T * policy.d_model * policy.encoder.depth  # QK^T, AV per sample
         rows.append(
             dict(
@@ -103,11 +109,11 @@ def benchmark(cfg: DictConfig) -> dict:
     results = {
         "config": OmegaConf.to_container(cfg.model, resolve=True)["policy"]["_target_"],
         "num_parameters": sum(p.numel() for p in policy.parameters()),
-        "tokens": policy.num_tokens(),
+        "tokens": policy.num_tokens(words(dm)),
         "batch_size": dm.batch_size,
         "repeats": b.repeats,
-        "train_gflop_per_sample": 3 * training_flops(policy) / 1e9,
-        "query_gflop_per_sample": query_flops(policy) / 1e9,
+        "train_gflop_per_sample": 3 * training_flops(policy, words(dm)) / 1e9,
+        "query_gflop_per_sample": query_flops(policy, words(dm)) / 1e9,
     }
     rounds = training_rounds(cfg, policy, dm)
     for r in rounds:  # each of these compares two sides inside one call

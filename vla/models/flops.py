@@ -13,25 +13,26 @@ from __future__ import annotations
 from vla.models.policy import VLAPolicy
 
 
-def encoder_flops(policy: VLAPolicy) -> int:
-    """Everything before the head: tokenising the inputs, the Transformer and the readout."""
-    layout = policy.token_layout()
+def encoder_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
+    """Everything before the head: tokenising the inputs, the Transformer and the readout,
+    for instructions of `num_words` words (None: the most the tokenizer keeps)."""
+    layout = policy.token_layout(num_words)
     conditioning = policy.film.flops() if policy.film is not None else 0
     conditioning += policy.keypoints.flops() if policy.keypoints is not None else 0
     return (
         policy.image_encoder.flops()
         + conditioning
         + policy.state_encoder.flops()
-        + policy.encoder.flops(policy.num_tokens())
+        + policy.encoder.flops(policy.num_tokens(num_words))
         + policy.readout.flops(layout["state"].stop)  # its queries attend to T_obs tokens
     )
 
 
-def training_flops(policy: VLAPolicy) -> int:
+def training_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
     """Forward FLOPs of one sample in a training step (x3 with the backward pass)."""
-    return encoder_flops(policy) + policy.head.flops()
+    return encoder_flops(policy, num_words) + policy.head.flops()
 
 
-def query_flops(policy: VLAPolicy) -> int:
+def query_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
     """Forward FLOPs of one observation's query: `predict_chunk_tensors`."""
-    return encoder_flops(policy) + policy.head.predict_flops()
+    return encoder_flops(policy, num_words) + policy.head.predict_flops()

@@ -176,9 +176,10 @@ class VLAPolicy(nn.Module):
             start += size
         return layout
 
-    def num_tokens(self) -> int:
-        """Length of the encoder's sequence."""
-        return max(s.stop for s in self.token_layout().values())
+    def num_tokens(self, num_words: int | None = None) -> int:
+        """Length of the encoder's sequence (instructions of `num_words` words, by default the
+        most the tokenizer keeps; batches are only as long as their longest instruction)."""
+        return max(s.stop for s in self.token_layout(num_words).values())
 
     def encode(
         self, image: Tensor, state: Tensor, tokens: Tensor, need_weights: bool = False

@@ -116,7 +116,8 @@ def train(cfg: DictConfig) -> dict:
     train_gflop, query_gflop = training_flops(policy) / 1e9, query_flops(policy) / 1e9
     query = f", {query_gflop:.3f} per query" if query_gflop != train_gflop else ""
     log.info(
-        f"policy: {num_params / 1e6:.2f}M parameters, {policy.num_tokens()} tokens, "
+        f"policy: {num_params / 1e6:.2f}M parameters, {policy.num_tokens()} tokens with an "
+        f"instruction of {policy.tokenizer.max_len} words (fewer for shorter ones), "
         f"{train_gflop:.3f} GFLOP per sample forward (x3 to train){query}"
     )
     log.info(
