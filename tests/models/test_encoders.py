@@ -124,3 +124,17 @@ def test_readout_shapes(mode):
         assert weights.shape == (2, 4, 3, 10)
     with pytest.raises(ConfigError, match="unknown readout 'both'"):
         Readout(16, mode="both")
+
+
+def test_blocks_over_the_words_make_the_pooled_instruction_depend_on_their_order():
+    from vla.models.film import masked_mean
+
+    torch.manual_seed(0)
+    tok = Tokenizer()
+    ids = tok.encode(["reach the red circle then the blue square"] * 2)
+    swapped = tok.encode(["reach the blue square then the red circle"])
+    for depth, order_matters in ((0, False), (1, True)):
+        enc = TextEncoder(d_model=16, depth=depth)  # learned positions: order is there
+        pooled = [masked_mean(*enc(t)) for t in (ids[:1], swapped)]  # [1,D] each
+        assert torch.allclose(*pooled, atol=1e-6) != order_matters
+    assert TextEncoder(16, depth=2).flops(5) == 2 * TextEncoder(16, depth=1).flops(5) > 0

@@ -50,6 +50,24 @@ def test_keypoints_none_turns_the_target_loss_off_and_asking_for_both_fails(comp
         module_for(build_policy("tiny"), weight=-1)
 
 
+def test_the_target_position_probe_is_the_recipes_and_reads_the_readout():
+    policy = build_policy("tiny", "model/keypoints=none")
+    batch = random_batch(policy)
+    action_loss, _ = policy(batch)
+    module = BCModule(policy, optimizer=torch.optim.AdamW, target_position_weight=2.0)
+    assert module.uses_target
+    loss, logs, encoding = module.model_step(batch)
+    guess = module.target_probe(encoding.features.flatten(1))  # [B,R*D] -> [B,2]
+    aux = (guess - (2 * batch[keys.TARGET] - 1)).square().sum(-1).mean()
+    torch.testing.assert_close(loss, action_loss + 2.0 * aux, rtol=0, atol=1e-6)
+    assert torch.equal(logs["target_position_mse"], aux.detach())
+    aux.backward()  # it trains what the readout carries...
+    assert policy.readout.queries.grad is not None and policy.readout.queries.grad.abs().sum() > 0
+    assert not any("probe" in k for k in policy.state_dict())  # ...and no rollout sees it
+    with pytest.raises(ConfigError, match="model.target_position_weight=-1 must be >= 0"):
+        BCModule(policy, optimizer=torch.optim.AdamW, target_position_weight=-1)
+
+
 @pytest.mark.parametrize("head", ["discrete", "continuous", "autoregressive", "flow"])
 def test_training_never_predicts_and_validation_measures_the_prediction(head, monkeypatch):
     policy = build_policy("tiny", f"model/head={head}", "model.chunk_size=2")

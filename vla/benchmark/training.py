@@ -10,7 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from vla.config import instantiate
-from vla.training.module import BCModule
+from vla.training.module import BCModule, auxiliary_weights
 
 
 def make_module(cfg: DictConfig, policy) -> BCModule:
@@ -19,7 +19,7 @@ def make_module(cfg: DictConfig, policy) -> BCModule:
         policy,
         instantiate(cfg.optimizer),
         instantiate(cfg.scheduler),
-        target_keypoint_weight=cfg.model.target_keypoint_weight,
+        **auxiliary_weights(cfg.model),
     )
 
 

@@ -22,6 +22,7 @@ def encoder_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
     return (
         policy.image_encoder.flops()
         + conditioning
+        + policy.text_encoder.flops(layout["text"].stop - layout["text"].start)
         + policy.state_encoder.flops()
         + policy.encoder.flops(policy.num_tokens(num_words))
         + policy.readout.flops(layout["state"].stop)  # its queries attend to T_obs tokens

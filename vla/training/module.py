@@ -9,19 +9,34 @@ from collections.abc import Callable
 
 import lightning as L
 import torch
+from torch import nn
 
 from vla.checkpoint import vla_payload
 from vla.errors import ConfigError
 from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
-from vla.models.heads.base import mean_over_real_steps
+from vla.models.heads.base import flatten_readouts, mean_over_real_steps
 from vla.models.policy import Encoding, VLAPolicy, action_chunk
+
+
+def target_position_loss(guess: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Squared distance of a guess [B,2] (image coordinates in [-1,1]) from the target [B,2]
+    (arena units in [0,1]^2, which map onto the image as 2 * target - 1)."""
+    return (guess - (2 * target - 1)).square().sum(-1).mean()
 
 
 def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Squared distance of keypoint 0 [B,K,2] (image coordinates in [-1,1]) from the named
     target [B,2] (arena units in [0,1]^2, which map onto the image as x -> columns,
     y -> rows, so the conversion is 2 * target - 1)."""
-    return (keypoints_xy[:, 0] - (2 * target - 1)).square().sum(-1).mean()
+    return target_position_loss(keypoints_xy[:, 0], target)
+
+
+AUXILIARY_LOSSES = ("target_keypoint_weight", "target_position_weight")
+
+
+def auxiliary_weights(model_cfg) -> dict[str, float]:
+    """The training-only loss weights a model config sets (`model.target_*_weight`)."""
+    return {k: float(model_cfg[k]) for k in AUXILIARY_LOSSES}
 
 
 class BCModule(L.LightningModule):
@@ -39,6 +54,10 @@ class BCModule(L.LightningModule):
         target_keypoint_weight: weight of an auxiliary loss that pulls keypoint 0 onto the
             named target (0: off). It needs keypoint tokens, and batches that carry TARGET
             (`uses_target`): privileged supervision, so it lives here and not in the policy.
+        target_position_weight: weight of an auxiliary loss on a linear probe of the readout
+            features that must say where the shape to reach now is (0: off). The probe is
+            this module's, not the policy's: it shapes what the readout carries, and no
+            rollout ever sees it.
     """
 
     def __init__(
@@ -50,6 +69,7 @@ class BCModule(L.LightningModule):
         env_config: dict | None = None,
         nonfinite: str = "raise",
         target_keypoint_weight: float = 0.0,
+        target_position_weight: float = 0.0,
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
@@ -62,7 +82,12 @@ class BCModule(L.LightningModule):
                 "target, but model/keypoints=none gives the policy no keypoints: choose "
                 "model/keypoints=spatial_softmax or set model.target_keypoint_weight=0"
             )
+        if target_position_weight < 0:
+            raise ConfigError(f"model.target_position_weight={target_position_weight} must be >= 0")
         self.target_keypoint_weight = target_keypoint_weight
+        self.target_position_weight = target_position_weight
+        if target_position_weight > 0:  # readout features [B,R*D] -> where to go [B,2]
+            self.target_probe = nn.Linear(policy.readout.num_readouts * policy.d_model, 2)
         self.nonfinite = nonfinite
         self.skipped_batches = 0
         self.policy = policy
@@ -74,7 +99,7 @@ class BCModule(L.LightningModule):
     @property
     def uses_target(self) -> bool:
         """Whether batches must carry TARGET (the named target's position)."""
-        return self.target_keypoint_weight > 0
+        return self.target_keypoint_weight > 0 or self.target_position_weight > 0
 
     def setup(self, stage: str) -> None:
         """The policy's units come from the training split (set after the data is prepared,
@@ -94,6 +119,11 @@ class BCModule(L.LightningModule):
             aux = target_keypoint_loss(encoding.keypoints_xy, batch[TARGET])
             loss = loss + self.target_keypoint_weight * aux
             logs = logs | {"target_keypoint_mse": aux.detach()}
+        if self.target_position_weight > 0:
+            guess = self.target_probe(flatten_readouts(encoding.features))  # [B,R,D] -> [B,2]
+            aux = target_position_loss(guess, batch[TARGET])
+            loss = loss + self.target_position_weight * aux
+            logs = logs | {"target_position_mse": aux.detach()}
         return loss, logs, encoding
 
     def training_step(self, batch, batch_idx):

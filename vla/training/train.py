@@ -24,7 +24,7 @@ from vla.eval.stats import format_rate, rate_summary
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
-from vla.training.module import BCModule
+from vla.training.module import BCModule, auxiliary_weights
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def train(cfg: DictConfig) -> dict:
         policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
         env_config=env_kwargs,
         nonfinite=cfg.nonfinite,
-        target_keypoint_weight=cfg.model.target_keypoint_weight,
+        **auxiliary_weights(cfg.model),
     )
     # the demonstrations are built (or loaded) inside `fit`, on one process, the others
     # waiting (Lightning's prepare_data); `module.setup` then normalises by their statistics
