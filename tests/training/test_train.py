@@ -272,6 +272,32 @@ def test_rollouts_run_every_n_steps_and_make_the_learning_curve(compose_cfg, fas
     assert 0 < seconds[0] < seconds[1] < seconds[2]
 
 
+@pytest.mark.slow
+def test_early_stopping_ends_the_run_and_the_test_episodes_still_run(
+    compose_cfg, fast_overrides, monkeypatch
+):
+    finals = []
+    real = vla.training.train.rollout
+    monkeypatch.setattr(
+        vla.training.train,
+        "rollout",
+        lambda p, e, n, seed, *a, **k: finals.append((seed, n)) or real(p, e, n, seed, *a, **k),
+    )
+    # 2 epochs of 5 steps planned, rollouts every 2 steps; any success rate is above -1
+    overrides = [*fast_overrides, "~logger", "trainer.max_epochs=2", "trainer.val_check_interval=2"]
+    cfg = compose_cfg("train", [*overrides, "callbacks.early_stopping.stopping_threshold=-1"])
+    metrics = train(cfg)
+    assert metrics["global_step"] == 2 and [p["step"] for p in metrics["curve"]] == [2, 2]
+    assert metrics["stopped"].startswith("training stopped at step 2: selection success")
+    assert finals == [(cfg.eval.seed, cfg.eval.num_episodes)]
+    # without it, the schedule runs out
+    again = f"paths.output_dir={cfg.paths.output_dir}-full"
+    cfg = compose_cfg("train", [*overrides, "~callbacks.early_stopping", again])
+    metrics = train(cfg)
+    assert metrics["global_step"] == 10
+    assert metrics["stopped"].endswith("the end of the schedule (trainer.max_epochs=2)")
+
+
 def test_each_shared_value_is_stated_once_and_followed(compose_cfg, tmp_path):
     out = f"paths.output_dir={tmp_path}"
     train_cfg, eval_cfg = compose_cfg("train", [out]), compose_cfg("eval", ["ckpt_path=x", out])

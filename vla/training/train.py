@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 from omegaconf import DictConfig, OmegaConf
 
 from vla.checkpoint import load_weights, read_checkpoint
@@ -137,7 +138,10 @@ def train(cfg: DictConfig) -> dict:
 
     if not trainer.is_global_zero:
         return {}
+    stopped = why_stopped(callbacks, trainer)
+    log.info(stopped)
     metrics = final_evaluation(cfg, policy, env_kwargs, out_dir, callbacks, trainer)
+    metrics["stopped"] = stopped
     metrics["curve"] = learning_curve(callbacks, start_unix, metrics)
     collected = fit_start + datamodule.prepare_seconds  # inside fit, before the first step
     metrics["timings"] = dict(
@@ -184,6 +188,28 @@ def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer)
         )
         trainer.logger.experiment.flush()
     return metrics
+
+
+def why_stopped(callbacks, trainer) -> str:
+    """One line: at which step training ended, and why."""
+    at = f"training stopped at step {trainer.global_step}"
+    stopper = next((c for c in callbacks if isinstance(c, EarlyStopping)), None)
+    reason = stopper.stopping_reason if stopper else EarlyStoppingReason.NOT_STOPPED
+    if reason == EarlyStoppingReason.STOPPING_THRESHOLD:
+        success = float(trainer.callback_metrics[stopper.monitor])
+        return (
+            f"{at}: selection success {success:.1%} > {stopper.stopping_threshold:.1%} "
+            "(callbacks.early_stopping.stopping_threshold)"
+        )
+    if reason == EarlyStoppingReason.PATIENCE_EXHAUSTED:
+        return (
+            f"{at}: no better selection success in {stopper.wait_count} evaluations "
+            f"(best {float(stopper.best_score):.1%}; callbacks.early_stopping.patience)"
+        )
+    if reason != EarlyStoppingReason.NOT_STOPPED:
+        return f"{at}: {stopper.stopping_reason_message}"
+    limit = "max_steps" if trainer.max_steps > 0 else "max_epochs"
+    return f"{at}: the end of the schedule (trainer.{limit}={getattr(trainer, limit)})"
 
 
 def learning_curve(callbacks, start_unix: float, final: dict) -> list[dict]:
