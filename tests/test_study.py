@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vla.study import Run, find_runs, group_rows, markdown, recipe_of, time_to
+from vla.study import Run, find_runs, group_rows, markdown, recipe_of, summarize, time_to
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,10 +36,10 @@ def test_recipe_leaves_out_seed_and_output_settings():
 def write_run(folder: Path, config: dict, overrides: list[str]) -> None:
     """A finished run folder as train.py leaves it: metrics.json and Hydra's record."""
     (folder / ".hydra").mkdir(parents=True)
-    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"task_name": "train", **config}))
     (folder / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     curve = [dict(step=5, seconds=10.0, success_rate=0.5, final=True)]
-    metrics = dict(curve=curve, success_rate=0.5, timings=dict(total_s=12.0))
+    metrics = dict(curve=curve, success_rate=0.5, num_episodes=20, timings=dict(total_s=12.0))
     (folder / "metrics.json").write_text(json.dumps(metrics))
 
 
@@ -124,3 +124,42 @@ def test_study_script_summarises_two_tiny_runs(tmp_path):
         assert run["final_success"] == curve["success"][-1]
     assert (sweep / "study.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (sweep / "study.md").read_text().startswith("| recipe |")
+
+
+def write_suite(folder: Path, ckpt_path: Path, rates: dict[str, float], n: int = 200) -> None:
+    """An eval.py suite folder: its Hydra record (an eval config) and suite.json."""
+    (folder / ".hydra").mkdir(parents=True)
+    config = {"task_name": "eval", "ckpt_path": str(ckpt_path)}
+    (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
+    levels = [
+        dict(
+            level=k,
+            kind="in-distribution",
+            success_rate=v,
+            ci95=[v - 0.1, v],
+            num_episodes=n,
+            mean_steps=9.0,
+        )  # fmt: skip
+        for k, v in rates.items()
+    ]
+    (folder / "suite.json").write_text(json.dumps(dict(levels=levels)))
+    (folder / "metrics.json").write_text(json.dumps(dict(success_rate=0.0)))  # not a training run
+
+
+def test_suites_join_their_training_runs_and_report_worst_and_median_seeds(tmp_path):
+    for seed, rate in enumerate([0.9, 0.5, 0.7]):
+        write_run(tmp_path / f"run{seed}", {"seed": seed}, [f"seed={seed}"])
+        ckpt = tmp_path / f"run{seed}" / ("checkpoints/last.ckpt" if seed else "")
+        write_suite(tmp_path / f"run{seed}" / "suite", ckpt, {"name": 1.0, "relation": rate})
+    summary = summarize(tmp_path)
+    assert len(summary["runs"]) == 3  # the suite folders are not training runs
+    name, relation = summary["suites"]
+    assert (name["level"], name["worst"], name["median"]) == ("name", 1.0, 1.0)
+    assert (relation["level"], relation["worst"], relation["median"]) == ("relation", 0.5, 0.7)
+    table = (tmp_path / "suites.md").read_text()
+    assert (
+        "| relation | in-distribution | `(defaults)` | 70.0% / 50.0% | 0: 90.0% [80.0, 90.0] of 200;"
+        in table
+    )
+    # the study's own table gives each final rate its interval and episodes
+    assert "| `(defaults)` | 0 | 50.0% [" in (tmp_path / "study.md").read_text()

@@ -22,6 +22,8 @@ from pathlib import Path
 import yaml
 
 from vla.errors import StudyError
+from vla.eval.stats import format_rate
+from vla.study_suites import find_suites, suite_markdown, suite_rows
 
 THRESHOLDS = (0.90, 0.95, 0.98)
 # what may differ between the runs of one recipe: exact keys, then prefixes of keys
@@ -42,6 +44,7 @@ class Run:
     final_success: float
     total_s: float
     config: dict[str, str] = field(default_factory=dict)  # flat, the ignored keys left out
+    final_episodes: int | None = None  # test episodes of the final success rate
     time_to: dict[float, float | None] = field(init=False)  # threshold -> seconds (None: never)
     steps_to: dict[float, int | None] = field(init=False)  # threshold -> step (None: never)
 
@@ -122,12 +125,19 @@ def load_run(metrics_path: Path) -> Run:
         success=[p["success_rate"] for p in curve],
         final_success=metrics["success_rate"],
         total_s=metrics["timings"]["total_s"],
+        final_episodes=metrics.get("num_episodes"),
     )
+
+
+def is_training_run(folder: Path) -> bool:
+    """A folder train.py wrote (eval.py's folders have metrics.json and .hydra/ too)."""
+    config = folder / ".hydra" / "config.yaml"
+    return config.is_file() and yaml.safe_load(config.read_text()).get("task_name") == "train"
 
 
 def find_runs(root: Path) -> list[Run]:
     """Every finished training run below `root` (a folder with metrics.json and .hydra/)."""
-    paths = sorted(p for p in Path(root).rglob("metrics.json") if (p.parent / ".hydra").is_dir())
+    paths = sorted(p for p in Path(root).rglob("metrics.json") if is_training_run(p.parent))
     if not paths:
         raise StudyError(f"no training runs (metrics.json beside .hydra/) under {root}")
     runs = [load_run(p) for p in paths]
@@ -142,6 +152,12 @@ def _fmt_time(seconds: float | None) -> str:
 def _fmt_reached(run: Run, threshold: float) -> str:
     seconds = run.time_to[threshold]
     return "never" if seconds is None else f"{_fmt_time(seconds)} ({run.steps_to[threshold]})"
+
+
+def _fmt_final(run: Run) -> str:
+    if run.final_episodes is None:
+        return f"{run.final_success:.1%}"
+    return format_rate(run.final_success, run.final_episodes)
 
 
 def group_rows(runs: list[Run]) -> list[dict]:
@@ -196,7 +212,7 @@ def markdown(runs: list[Run]) -> str:
     ]
     for r in sorted(runs, key=lambda r: (r.recipe, r.seed if r.seed is not None else -1)):
         lines.append(
-            f"| `{r.recipe}` | {r.seed} | {r.final_success:.1%} | "
+            f"| `{r.recipe}` | {r.seed} | {_fmt_final(r)} | "
             + " | ".join(_fmt_reached(r, t) for t in THRESHOLDS)
             + f" | {_fmt_time(r.total_s)} | {r.path.name} |"
         )
@@ -257,4 +273,11 @@ def summarize(root: str | Path) -> dict:
     plot(runs, out / "study.png")
     print(table)
     print(f"wrote {out / 'study.md'}, study.json and study.png")
+    suites = find_suites(out, runs)
+    if suites:
+        summary["suites"] = rows = suite_rows(suites)
+        (out / "suites.md").write_text(suite_markdown(rows))
+        (out / "study.json").write_text(json.dumps(summary, indent=2))
+        print(suite_markdown(rows))
+        print(f"wrote {out / 'suites.md'}: {len(suites)} suite evaluations")
     return summary
