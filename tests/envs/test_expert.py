@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from vla.envs.expert import ScriptedExpert, expert_action
 from vla.envs.reach import ReachEnv
@@ -15,8 +16,18 @@ def run_expert(env, seed, noise_std):
             return info
 
 
-def test_expert_succeeds_on_almost_every_episode_with_noise():
-    env = ReachEnv()
+@pytest.mark.parametrize(
+    "env_kwargs",
+    [
+        {},
+        {"families": ["attribute"]},
+        {"families": ["relation"]},
+        {"families": ["sequence"]},
+        {"families": ["sequence"], "chain_length": 3},
+    ],
+)
+def test_expert_succeeds_on_almost_every_episode_with_noise(env_kwargs):
+    env = ReachEnv(**env_kwargs)
     results = [run_expert(env, seed, noise_std=0.3)["is_success"] for seed in range(400)]
     assert np.mean(results) >= 0.99
 

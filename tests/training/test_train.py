@@ -53,7 +53,16 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
     [
         ("shared_colours", {"env.shared_colours": True, "trainer.max_epochs": 3}),
         ("tiny_quick", {"model.d_model": 64, "model.depth": 2}),
-        ("suite", {"env.families": ["name", "attribute", "relation", "sequence"]}),
+        (
+            "suite",
+            {
+                "env.families": ["name", "attribute", "relation", "sequence"],
+                "model.policy.text_encoder.depth": 1,
+                "model.target_position_weight": 1.0,
+                "trainer.max_epochs": 3,
+                "callbacks.early_stopping": None,
+            },
+        ),
     ],
 )
 def test_experiments_change_only_what_they_name(compose_cfg, tmp_path, experiment, changed):
