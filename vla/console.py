@@ -16,6 +16,10 @@ from tqdm.auto import tqdm
 LIGHTNING_NOISE = (
     "💡 Tip: For seamless cloud logging",  # an advert for a cloud service
     "Loading `train_dataloader` to estimate number of stepping batches",
+    # resuming: train.py says itself which checkpoint, step and epoch it resumes from
+    "Restoring states from the checkpoint path at",
+    "Restored all states from the checkpoint at",
+    "Found current_model_state in the checkpoint",
 )
 _CURSOR_UP = re.compile(r"\x1b\[\d*A")  # tqdm moves up to redraw nested bars
 

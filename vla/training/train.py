@@ -11,7 +11,6 @@ import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 
-from vla.checkpoint import load_weights, read_checkpoint
 from vla.config import check_group_choices, instantiate
 from vla.data.datamodule import ReachDataModule
 from vla.data.seeds import check_seeds
@@ -25,6 +24,12 @@ from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
 from vla.training.module import BCModule, auxiliary_weights
+from vla.training.resume import (
+    check_resumable,
+    record_resumed_config,
+    resume_hint,
+    resuming_quietly,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +59,6 @@ def check_config(cfg: DictConfig) -> None:
         )
 
 
-def check_resumable(ckpt_path, policy) -> None:
-    """The checkpoint exists, loads as data only, and fits this config's architecture."""
-    load_weights(
-        policy,
-        read_checkpoint(ckpt_path),
-        f"ckpt_path={str(ckpt_path)!r} was trained with a different architecture than this "
-        "config (use the same model overrides to resume)",
-    )
-
-
 def train(cfg: DictConfig) -> dict:
     """Trains a policy as `cfg` says; returns the final metrics (also in <run>/metrics.json)."""
     start, start_unix = time.perf_counter(), time.time()
@@ -80,8 +75,9 @@ def train(cfg: DictConfig) -> dict:
     )
     policy = instantiate(cfg.model.policy)
     check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
+    ckpt_path = None
     if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
-        check_resumable(cfg.ckpt_path, policy)
+        ckpt_path = check_resumable(cfg, policy)
     # callbacks check their own values (rollout seeds among them) before any data is made
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
@@ -126,12 +122,15 @@ def train(cfg: DictConfig) -> dict:
         f"devices={cfg.trainer.devices}; writing to {out_dir}"
     )
 
+    if ckpt_path is not None:  # every check has passed: the run goes on with this config
+        record_resumed_config(cfg, out_dir)
     fit_start = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        with resuming_quietly(ckpt_path):
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SystemExit:  # Lightning exits after a Ctrl-C; LastCheckpoint has saved by then
         saved = [c.saved_on_interrupt for c in callbacks if getattr(c, "saved_on_interrupt", None)]
-        where = f"resume with ckpt_path={saved[0]}" if saved else "no checkpoint was saved"
+        where = resume_hint(saved[0]) if saved else "no checkpoint was saved"
         raise TrainingInterrupted(f"interrupted at step {trainer.global_step}: {where}") from None
     trained = time.perf_counter()
 
