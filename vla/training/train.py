@@ -9,6 +9,7 @@ from pathlib import Path
 
 import lightning as L
 from lightning.pytorch.callbacks import LearningRateMonitor
+from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from vla.config import check_group_choices, instantiate
@@ -102,11 +103,12 @@ def train(cfg: DictConfig) -> dict:
     )
     if cfg.get("compile"):
         policy.compile()  # in place: parameter names (and checkpoints) stay the same
-    logger = instantiate(cfg.logger) if cfg.get("logger") else False
-    if not logger:  # nothing to log learning rates to
+    # logger=csv, or several: 'logger=[tensorboard,csv]' (each sits under logger.<name>)
+    loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+    if not loggers:  # nothing to log learning rates to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
-    if logger:  # only hparams.yaml now: HPARAMS gets its metric once it is measured
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:  # TensorBoard: only hparams.yaml now, HPARAMS gets its metric later
         logger.log_hyperparams(_flat_hparams(cfg))
     num_params = sum(p.numel() for p in policy.parameters())
     train_gflop, query_gflop = training_flops(policy) / 1e9, query_flops(policy) / 1e9
@@ -177,11 +179,13 @@ def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer)
         last_checkpoint=str(out_dir / "checkpoints" / "last.ckpt"),
         best_checkpoint=_best_checkpoint(callbacks),
     )
-    if trainer.logger:  # the scalar final/success_rate, and the HPARAMS tab's metric
-        trainer.logger.log_hyperparams(
-            _flat_hparams(cfg), {"final/success_rate": metrics["success_rate"]}, trainer.global_step
-        )
-        trainer.logger.experiment.flush()
+    final = {"final/success_rate": metrics["success_rate"]}
+    for logger in trainer.loggers:
+        if isinstance(logger, TensorBoardLogger):  # the scalar, and the HPARAMS tab's metric
+            logger.log_hyperparams(_flat_hparams(cfg), final, trainer.global_step)
+        else:
+            logger.log_metrics(final, trainer.global_step)
+        logger.finalize("success")
     return metrics
 
 
