@@ -122,3 +122,21 @@ def test_a_bad_type_on_the_command_line_is_one_line_and_leaves_no_folder(tmp_pat
         assert out.returncode == 2, out.stderr
         assert out.stderr.strip().splitlines() == [f"error: {line}"]
         assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_help_is_a_short_header_not_the_config():
+    for script, first in [
+        ("train.py", "python scripts/train.py"),
+        ("eval.py", "python scripts/eval.py"),
+    ]:
+        out = subprocess.run(
+            [sys.executable, f"scripts/{script}", "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and out.stdout.startswith(first), out.stderr
+        assert len(out.stdout.splitlines()) < 45 and "_target_" not in out.stdout
+        assert "README.md" in out.stdout and "model/head: " in out.stdout
