@@ -1,9 +1,15 @@
-"""Train a policy by behavior cloning: `python scripts/train.py model=small`."""
+"""Train a policy by behavior cloning: `python scripts/train.py model=small`.
+
+`python scripts/train.py ckpt_path=<run folder>` resumes that run with its own config, in its
+own folder; overrides on the same line change only what they name."""
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli, run_script
+from vla.training.resume import resume_argv
 from vla.training.train import train
 
 
@@ -14,4 +20,5 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = resume_argv(sys.argv[1:])  # before Hydra composes the config
     run_script(main, "train")

@@ -2,11 +2,19 @@
 traceback, on the console and in the run's log file."""
 
 import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
 
-from vla.cli import override_hints, run_cli
+from vla.cli import check_override_types, override_hints, run_cli
 from vla.errors import CheckpointError, ConfigError, DatasetError, SeedRangeError, UserError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -67,3 +75,68 @@ def test_hints_name_the_group_and_the_choice_a_key_belongs_to():
     assert override_hints("train", ["model/head=flow", "model.head.flow_step=20"]) == [
         "did you mean model.head.flow_steps? (model.head.flow_step is not a key of the config)"
     ]
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "trainer.max_epochs=abc",
+            "trainer.max_epochs='abc' must be an integer (the default is 2)",
+        ),
+        ("env.num_targets=abc", "env.num_targets='abc' must be an integer (the default is 3)"),
+        ("env.shared_colours=yes", "env.shared_colours='yes' must be true or false"),
+        ("optimizer.lr=fast", "optimizer.lr='fast' must be a number"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_a_config_error(override, message):
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", ["model=tiny", override], return_hydra_config=True)
+        HydraConfig.instance().set_config(cfg)
+        try:
+            with pytest.raises(ConfigError, match=re.escape(message)):
+                check_override_types(cfg)
+            fine = compose("train", ["model=tiny", "optimizer.lr=1"], return_hydra_config=True)
+            HydraConfig.instance().set_config(fine)
+            check_override_types(fine)  # an integer where a float is the default is a number
+        finally:
+            HydraConfig.instance().cfg = None
+
+
+@pytest.mark.slow
+def test_a_bad_type_on_the_command_line_is_one_line_and_leaves_no_folder(tmp_path):
+    for override, line in [
+        (
+            "trainer.max_epochs=abc",
+            "trainer.max_epochs='abc' must be an integer (the default is 2)",
+        ),
+        ("env.num_targets=abc", "env.num_targets='abc' must be an integer (the default is 3)"),
+    ]:
+        out = subprocess.run(
+            [sys.executable, "scripts/train.py", override, f"hydra.run.dir={tmp_path}/run"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip().splitlines() == [f"error: {line}"]
+        assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_help_is_a_short_header_not_the_config():
+    for script, first in [
+        ("train.py", "python scripts/train.py"),
+        ("eval.py", "python scripts/eval.py"),
+    ]:
+        out = subprocess.run(
+            [sys.executable, f"scripts/{script}", "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0 and out.stdout.startswith(first), out.stderr
+        assert len(out.stdout.splitlines()) < 45 and "_target_" not in out.stdout
+        assert "README.md" in out.stdout and "model/head: " in out.stdout

@@ -18,7 +18,16 @@ from vla.errors import CheckpointError
 from vla.eval.evaluate import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
-NOISE = ("litlogger", "LeafSpec", "weights_only", "FLOPs", "Total Flops", "Warning")
+NOISE = (
+    "litlogger",
+    "LeafSpec",
+    "weights_only",
+    "FLOPs",
+    "Total Flops",
+    "Warning",
+    "GPU available",
+)
+NOISE += ("TPU available", "`Trainer.fit` stopped", "rollouts: ", "collecting demos: ", "it/s]")
 
 
 def run_script(script: str, *overrides: str, cwd=ROOT) -> subprocess.CompletedProcess:

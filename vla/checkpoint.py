@@ -125,8 +125,10 @@ def load_weights(policy: VLAPolicy, ckpt: dict, mismatch: str) -> None:
     try:
         policy.load_state_dict(state)
     except RuntimeError as e:
-        detail = " ".join(str(e).split())[:300]
-        raise CheckpointError(f"{mismatch}: {detail}") from None
+        problems = [line.strip() for line in str(e).splitlines()[1:] if line.strip()]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        detail = problems[0] if problems else str(e)
+        raise CheckpointError(f"{mismatch}: {detail}{more}") from None
 
 
 def policy_from_checkpoint(ckpt: dict, path="checkpoint") -> VLAPolicy:

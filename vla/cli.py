@@ -16,7 +16,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vla.config import CONF
 from vla.console import setup_console
-from vla.errors import UserError
+from vla.errors import ConfigError, UserError
 
 # The user's to fix: our own checks, and config errors OmegaConf finds (a missing `???` value,
 # an interpolation to a key that is not there)
@@ -36,6 +36,7 @@ def run_cli(fn, cfg):
 
     setup_console()
     try:
+        check_override_types(cfg)
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
         log_to_file(f"error: {e}")
@@ -102,21 +103,9 @@ def run_script(main, config_name: str) -> None:
 
 def override_hints(config_name: str, args: list[str]) -> list[str]:
     """'did you mean ...?' for each `key=value` in `args` whose key the config lacks."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     plain = [a for a in args if "=" in a and not a.startswith(("-", "+", "~", "hydra"))]
     keys = [a.split("=", 1)[0] for a in plain]
-    groups = [a for a, k in zip(plain, keys, strict=True) if "." not in k]  # model=tiny etc.
-    cfg = None
-    for overrides in (groups, []):  # group choices shape the config, if they are valid
-        GlobalHydra.instance().clear()
-        try:
-            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-                cfg = compose(config_name=config_name, overrides=overrides)
-            break
-        except Exception:  # an invalid choice: fall back to the defaults
-            continue
+    cfg = compose_with_choices(config_name, plain)
     if cfg is None:
         return []
     known = set(_flat_keys(OmegaConf.to_container(cfg, resolve=False)))
@@ -130,6 +119,57 @@ def override_hints(config_name: str, args: list[str]) -> list[str]:
         elif key not in known and close:
             hints.append(f"did you mean {close[0]}? ({key} is not a key of the config)")
     return hints
+
+
+def compose_with_choices(config_name: str, overrides: list[str]):
+    """The config with the group choices among `overrides` (`model=tiny`) and no other value
+    overridden: what each key holds by default. The defaults alone if a choice is invalid."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    groups = [a for a in overrides if "=" in a and "." not in a.split("=", 1)[0]]
+    for choices in (groups, []):
+        try:
+            if GlobalHydra.instance().is_initialized():  # the script's own, on conf/
+                return compose(config_name=config_name, overrides=choices)
+            with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+                return compose(config_name=config_name, overrides=choices)
+        except Exception:  # an invalid choice: fall back to the defaults
+            continue
+    return None
+
+
+TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number"}
+
+
+def check_override_types(cfg) -> None:
+    """A command-line value of another type than the key's default (`trainer.max_epochs=abc`)
+    is refused like a wrong value, naming the key and what it takes, before any work."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return
+    hydra_cfg = HydraConfig.get()
+    plain = [o for o in hydra_cfg.overrides.task if "=" in o and not o.startswith(("~", "hydra"))]
+    values = [o.lstrip("+") for o in plain if "." in o.split("=", 1)[0]]
+    if not values:
+        return
+    defaults = compose_with_choices(hydra_cfg.job.config_name, plain)
+    for key in (v.split("=", 1)[0] for v in values):
+        try:
+            default = OmegaConf.select(defaults, key)
+            value = OmegaConf.select(cfg, key)
+        except OmegaConfBaseException:  # an interpolation only a running job resolves
+            continue
+        expected = type(default)
+        if expected not in TYPE_NAMES or value is None or isinstance(value, expected):
+            continue
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        shown = str(default).lower() if expected is bool else default
+        raise ConfigError(
+            f"{key}={value!r} must be {TYPE_NAMES[expected]} (the default is {shown})"
+        )
 
 
 def group_choice_with(key: str) -> str | None:

@@ -16,6 +16,15 @@ from tqdm.auto import tqdm
 LIGHTNING_NOISE = (
     "💡 Tip: For seamless cloud logging",  # an advert for a cloud service
     "Loading `train_dataloader` to estimate number of stepping batches",
+    # the hardware Lightning did not find; a GPU that is used still gets its line
+    "GPU available: False",
+    "TPU available: False",
+    "HPU available: False",
+    "`Trainer.fit` stopped:",
+    # resuming: train.py says itself which checkpoint, step and epoch it resumes from
+    "Restoring states from the checkpoint path at",
+    "Restored all states from the checkpoint at",
+    "Found current_model_state in the checkpoint",
 )
 _CURSOR_UP = re.compile(r"\x1b\[\d*A")  # tqdm moves up to redraw nested bars
 
@@ -90,6 +99,11 @@ class FinalLines(io.TextIOBase):
 
 def is_terminal(stream) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
+
+
+def bar_shown() -> bool:
+    """A live progress bar only on a terminal: in a log file it is one stale line."""
+    return is_terminal(sys.stderr)
 
 
 def setup_console() -> None:

@@ -29,7 +29,7 @@ GROUPS = {
     "scheduler": ["warmup_cosine"],
     "seeds": ["default"],
     "trainer": ["cpu"],
-    "logger": ["tensorboard"],
+    "logger": ["tensorboard", "csv", "wandb", "[tensorboard,csv]"],
     "callbacks": ["default"],
     "eval": ["default"],  # model/head, model/keypoints, model/film: tests/models
     "debug": ["fast"],

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from vla.console import bar_shown
 from vla.data.dataset import dataset_path, write_demos
 from vla.data.seeds import check_seeds
 from vla.envs.expert import ScriptedExpert
@@ -79,7 +80,12 @@ def collect(
     start = time.perf_counter()
     chunk = max(1, min(250, num_episodes // (4 * num_workers) or 1))
     chunks = [seeds[i : i + chunk] for i in range(0, num_episodes, chunk)]
-    bar = tqdm(total=num_episodes, desc="collecting demos", unit="ep", disable=not progress)
+    bar = tqdm(
+        total=num_episodes,
+        desc="collecting demos",
+        unit="ep",
+        disable=not progress or not bar_shown(),
+    )
     parts = []
     if num_workers == 1:
         for c in chunks:

@@ -14,6 +14,7 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from tqdm.auto import tqdm
 
+from vla.console import bar_shown
 from vla.envs import render
 from vla.envs.grammar import PAIRS
 from vla.envs.reach import ReachEnv
@@ -123,7 +124,9 @@ def rollout(
     make = functools.partial(ReachEnv, **{**env_kwargs, "render_mode": "rgb_array"})
     out = dict(success=[], steps=[], queries=[], target_pair=[], families=[], instructions=[])
     frames: list[list[np.ndarray]] = []
-    bar = tqdm(total=num_episodes, desc="rollouts", unit="ep", disable=not progress)
+    bar = tqdm(
+        total=num_episodes, desc="rollouts", unit="ep", disable=not progress or not bar_shown()
+    )
     for start in range(0, num_episodes, num_envs):
         n = min(num_envs, num_episodes - start)
         envs = SyncVectorEnv([make] * n, autoreset_mode=AutoresetMode.DISABLED, copy=False)

@@ -1,4 +1,4 @@
-"""Training callbacks: closed-loop rollout evaluation, logged to TensorBoard."""
+"""Training callbacks: closed-loop rollout evaluation, logged to the run's loggers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import logging
 import time
 
 import lightning as L
-from lightning.pytorch.loggers import TensorBoardLogger
 
 from vla.data.seeds import SELECTION_SEED_START, check_seeds
 from vla.envs.config import env_kwargs_of
@@ -15,8 +14,9 @@ from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
 from vla.eval.stats import format_rate
-from vla.eval.video import add_gif, annotate, shrink
+from vla.eval.video import annotate, shrink
 from vla.keys import IMAGE, INSTRUCTION, STATE
+from vla.training.media import log_gif, log_image, takes_media
 
 log = logging.getLogger(__name__)
 GIF_WIDTH = 160  # px: small event files, the caption still legible
@@ -119,22 +119,20 @@ class RolloutEval(L.Callback):
             f"{format_rate(m['success_rate'], m['num_episodes'], m['ci95'])} episodes "
             f"(mean {m['mean_steps']:.1f} steps{'; ' + by_family if len(families) > 1 else ''})"
         )
-        for logger in trainer.loggers:
-            if isinstance(logger, TensorBoardLogger) and result.frames:
-                # where the readout looks at the start of the first recorded episode
-                obs, _ = ReachEnv(**{**self.env_kwargs, "render_mode": "rgb_array"}).reset(
-                    seed=int(result.seeds[0])
-                )
-                batch = {k: obs[k][None] for k in (IMAGE, STATE)}
-                batch[INSTRUCTION] = [obs[INSTRUCTION]]
-                (figure,) = episode_attention_figures(policy, batch, [result.frames[0][0]])
-                logger.experiment.add_image(
-                    "attention/episode_0", figure, trainer.global_step, dataformats="HWC"
-                )
-                for i, frames in enumerate(result.frames):
-                    ok = bool(result.success[i])
-                    frames = annotate(shrink(frames, GIF_WIDTH), result.instructions[i], ok)
-                    add_gif(logger.experiment, f"rollout/episode_{i}", frames, trainer.global_step)
+        loggers = [logger for logger in trainer.loggers if takes_media(logger)]
+        if loggers and result.frames:
+            # where the readout looks at the start of the first recorded episode
+            obs, _ = ReachEnv(**{**self.env_kwargs, "render_mode": "rgb_array"}).reset(
+                seed=int(result.seeds[0])
+            )
+            batch = {k: obs[k][None] for k in (IMAGE, STATE)}
+            batch[INSTRUCTION] = [obs[INSTRUCTION]]
+            (figure,) = episode_attention_figures(policy, batch, [result.frames[0][0]])
+            log_image(loggers, "attention/episode_0", figure, trainer.global_step)
+            for i, frames in enumerate(result.frames):
+                ok = bool(result.success[i])
+                frames = annotate(shrink(frames, GIF_WIDTH), result.instructions[i], ok)
+                log_gif(loggers, f"rollout/episode_{i}", frames, trainer.global_step)
 
     def state_dict(self) -> dict:
         return {

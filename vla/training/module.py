@@ -153,6 +153,13 @@ class BCModule(L.LightningModule):
         for k, v in logs.items():
             self.log(f"val/{k}", v, batch_size=n, sync_dist=True)
 
+    def on_validation_epoch_end(self) -> None:
+        # Loggers plot what validation logs (val/*, eval/*) at Lightning's count of the steps
+        # before this one (249 after 250 steps); the `step` key puts it at the step the
+        # console and the rollout pictures name
+        if not self.trainer.sanity_checking:
+            self.log("step", float(self.global_step))
+
     def action_mse(self, features: torch.Tensor, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Squared error of the chunks a query predicts from readout features [B,R,D] against
         the batch's actions, in env units, over the real steps."""

@@ -33,6 +33,7 @@ class ProgressLines(L.Callback):
         self.lines_per_epoch = lines_per_epoch
         self.lines = False
         self.epoch_start = 0.0
+        self.first_batch: int | None = None  # of this epoch in this process (resumed: later)
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         bars = [c for c in trainer.callbacks if isinstance(c, ProgressBar)]
@@ -41,8 +42,17 @@ class ProgressLines(L.Callback):
             for bar in bars:
                 bar.disable()
 
+    # Lightning skips on_train_epoch_start for an epoch resumed in its middle: the clock and
+    # the batch count start at the first batch this process runs instead
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.epoch_start = time.perf_counter()
+        self.first_batch = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.first_batch = None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        if self.first_batch is None:
+            self.first_batch, self.epoch_start = batch_idx, time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx: int) -> None:
         total = trainer.num_training_batches
@@ -51,7 +61,8 @@ class ProgressLines(L.Callback):
         done = batch_idx + 1
         every = max(1, math.ceil(total / self.lines_per_epoch))
         if done % every == 0 and done < total:
-            rate = done / max(time.perf_counter() - self.epoch_start, 1e-9)
+            ran = done - (self.first_batch or 0)
+            rate = ran / max(time.perf_counter() - self.epoch_start, 1e-9)
             log.info(
                 f"{self._epoch(trainer)} {done / total:4.0%} ({done}/{total} batches, "
                 f"{rate:.1f} it/s) {_metrics(trainer, 'train/')}"
@@ -60,7 +71,8 @@ class ProgressLines(L.Callback):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.is_global_zero:
             seconds = time.perf_counter() - self.epoch_start
-            log.info(f"{self._epoch(trainer)} done in {seconds:.0f}s: {_metrics(trainer)}")
+            since = f" since resuming at batch {self.first_batch}" if self.first_batch else ""
+            log.info(f"{self._epoch(trainer)} done in {seconds:.0f}s{since}: {_metrics(trainer)}")
 
     @staticmethod
     def _epoch(trainer: L.Trainer) -> str:

@@ -10,9 +10,9 @@ from pathlib import Path
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+from lightning.pytorch.loggers import TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
-from vla.checkpoint import load_weights, read_checkpoint
 from vla.config import check_group_choices, instantiate
 from vla.data.datamodule import ReachDataModule
 from vla.data.seeds import check_seeds
@@ -26,6 +26,12 @@ from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
 from vla.training.module import BCModule, auxiliary_weights
+from vla.training.resume import (
+    check_resumable,
+    record_resumed_config,
+    resume_hint,
+    resuming_quietly,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +61,6 @@ def check_config(cfg: DictConfig) -> None:
         )
 
 
-def check_resumable(ckpt_path, policy) -> None:
-    """The checkpoint exists, loads as data only, and fits this config's architecture."""
-    load_weights(
-        policy,
-        read_checkpoint(ckpt_path),
-        f"ckpt_path={str(ckpt_path)!r} was trained with a different architecture than this "
-        "config (use the same model overrides to resume)",
-    )
-
-
 def train(cfg: DictConfig) -> dict:
     """Trains a policy as `cfg` says; returns the final metrics (also in <run>/metrics.json)."""
     start, start_unix = time.perf_counter(), time.time()
@@ -81,8 +77,9 @@ def train(cfg: DictConfig) -> dict:
     )
     policy = instantiate(cfg.model.policy)
     check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
+    ckpt_path = None
     if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
-        check_resumable(cfg.ckpt_path, policy)
+        ckpt_path = check_resumable(cfg, policy)
     # callbacks check their own values (rollout seeds among them) before any data is made
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
@@ -107,11 +104,12 @@ def train(cfg: DictConfig) -> dict:
     )
     if cfg.get("compile"):
         policy.compile()  # in place: parameter names (and checkpoints) stay the same
-    logger = instantiate(cfg.logger) if cfg.get("logger") else False
-    if not logger:  # nothing to log learning rates to
+    # logger=csv, or several: 'logger=[tensorboard,csv]' (each sits under logger.<name>)
+    loggers = [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
+    if not loggers:  # nothing to log learning rates to
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
-    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
-    if logger:  # only hparams.yaml now: HPARAMS gets its metric once it is measured
+    trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+    for logger in loggers:  # TensorBoard: only hparams.yaml now, HPARAMS gets its metric later
         logger.log_hyperparams(_flat_hparams(cfg))
     num_params = sum(p.numel() for p in policy.parameters())
     train_gflop, query_gflop = training_flops(policy) / 1e9, query_flops(policy) / 1e9
@@ -127,12 +125,15 @@ def train(cfg: DictConfig) -> dict:
         f"devices={cfg.trainer.devices}; writing to {out_dir}"
     )
 
+    if ckpt_path is not None:  # every check has passed: the run goes on with this config
+        record_resumed_config(cfg, out_dir)
     fit_start = time.perf_counter()
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=cfg.ckpt_path)
+        with resuming_quietly(ckpt_path):
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SystemExit:  # Lightning exits after a Ctrl-C; LastCheckpoint has saved by then
         saved = [c.saved_on_interrupt for c in callbacks if getattr(c, "saved_on_interrupt", None)]
-        where = f"resume with ckpt_path={saved[0]}" if saved else "no checkpoint was saved"
+        where = resume_hint(saved[0]) if saved else "no checkpoint was saved"
         raise TrainingInterrupted(f"interrupted at step {trainer.global_step}: {where}") from None
     trained = time.perf_counter()
 
@@ -182,11 +183,13 @@ def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer)
         last_checkpoint=str(out_dir / "checkpoints" / "last.ckpt"),
         best_checkpoint=_best_checkpoint(callbacks),
     )
-    if trainer.logger:  # the scalar final/success_rate, and the HPARAMS tab's metric
-        trainer.logger.log_hyperparams(
-            _flat_hparams(cfg), {"final/success_rate": metrics["success_rate"]}, trainer.global_step
-        )
-        trainer.logger.experiment.flush()
+    final = {"final/success_rate": metrics["success_rate"]}
+    for logger in trainer.loggers:
+        if isinstance(logger, TensorBoardLogger):  # the scalar, and the HPARAMS tab's metric
+            logger.log_hyperparams(_flat_hparams(cfg), final, trainer.global_step)
+        else:
+            logger.log_metrics(final, trainer.global_step)
+        logger.finalize("success")
     return metrics
 
 
