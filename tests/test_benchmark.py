@@ -3,6 +3,7 @@ import json
 import pytest
 
 from vla.benchmark import benchmark
+from vla.benchmark.report import GOALS, UNGOALED, format_results, goals_met
 from vla.benchmark.run import build
 from vla.benchmark.training import lightning_loop, make_module, torch_loop
 
@@ -52,6 +53,7 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
     tokens = [row["tokens"] for row in saved["scaling"]]
     assert tokens[1] > tokens[0]  # a bigger image gives more patch tokens
     assert saved["repeats"] == 2
+    assert set(saved["goals"]) == set(GOALS)
     for key, (low, high) in saved["spread"].items():  # medians of the interleaved repeats
         assert low <= saved[key] <= high, key
 
@@ -78,3 +80,27 @@ def test_both_training_loops_time_the_same_steps_with_the_same_optimizer(compose
     assert all(p.ndim >= 2 for p in groups[0]["params"]) and "weight_decay" not in groups[0]
     assert all(p.ndim < 2 for p in groups[1]["params"]) and groups[1]["weight_decay"] == 0.0
     assert sum(len(g["params"]) for g in groups) == len(list(policy.parameters()))
+
+
+def _report(**values) -> dict:
+    """A benchmark result with every printed metric at 1.0 except `values`."""
+    r = dict.fromkeys([*GOALS, *UNGOALED], 1.0) | values
+    return r | {"repeats": 1, "spread": {}, "scaling": []}
+
+
+def test_each_goal_row_says_met_or_missed_in_the_table_and_the_json():
+    # 4.2 misses rollout_speedup >= 5, 1.0 ms meets latency <= 5, and a value exactly on its
+    # goal (0.9, 0.05) meets it
+    r = _report(rollout_speedup=4.2, lightning_vs_torch=0.9, data_wait_fraction=0.05, mfu=0.1)
+    r["goals"] = goals_met(r)
+    assert r["goals"]["lightning_vs_torch"] == {"goal": ">= 0.9", "met": True}
+    assert r["goals"]["rollout_speedup"] == {"goal": ">= 5", "met": False}
+    assert r["goals"]["data_wait_fraction"]["met"] and r["goals"]["latency_ms_p50"]["met"]
+    assert not r["goals"]["mfu"]["met"]
+    assert set(r["goals"]) == set(GOALS)
+    json.dumps(r)  # the verdicts travel in benchmark.json as plain values
+    rows = {line.split()[0]: line.split() for line in format_results(r).splitlines() if line}
+    assert rows["lightning_vs_torch"][-3:] == [">=", "0.9", "met"]
+    assert rows["rollout_speedup"][-3:] == [">=", "5", "MISSED"]
+    assert rows["latency_ms_p50"][-1] == "met" and rows["mfu"][-1] == "MISSED"
+    assert rows["sdpa_vs_naive"] == ["sdpa_vs_naive", "1.000"]  # no goal, no verdict

@@ -12,6 +12,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from vla.benchmark.inference import attention_speed, collect_speed, latency, rollout_speed
+from vla.benchmark.report import format_results, goals_met
 from vla.benchmark.training import lightning_loop, make_module, matmul_peak, torch_loop
 from vla.config import check_group_choices, instantiate
 from vla.envs.config import env_kwargs_of
@@ -124,39 +125,8 @@ def benchmark(cfg: DictConfig) -> dict:
     results |= latency(policy, env_kwargs, b.latency_samples)
     results |= collect_speed(env_kwargs, out_dir, b.collect_episodes)
     results["scaling"] = scaling(cfg, list(b.scaling_sizes), b.scaling_steps, b.warmup)
+    results["goals"] = goals_met(results)
     (out_dir / "benchmark.json").write_text(json.dumps(results, indent=2))
     print(format_results(results))
     print(f"written to {out_dir / 'benchmark.json'}")
     return results
-
-
-def format_results(r: dict) -> str:
-    goals = {
-        "lightning_vs_torch": ">= 0.9",
-        "mfu": ">= 0.5",
-        "data_wait_fraction": "<= 0.05",
-        "rollout_speedup": ">= 5",
-        "latency_ms_p50": "<= 5",
-        "sdpa_vs_naive": "",
-        "latency_ms_p99": "",
-        "collect_steps_per_s": "",
-        "samples_per_s_lightning": "",
-        "samples_per_s_torch": "",
-        "matmul_peak_gflops": "",
-    }
-    lines = [f"{'metric':<24} {'value':>12}  {'min .. max over ' + str(r['repeats']):<26} goal"]
-    for k, goal in goals.items():
-        low, high = r["spread"].get(k, (None, None))
-        spread = f"{low:.3f} .. {high:.3f}" if low is not None else ""
-        lines.append(f"{k:<24} {r[k]:>12.3f}  {spread:<26} {goal}")
-    lines += [
-        "",
-        f"{'image':>6} {'tokens':>7} {'us/sample':>10} {'GFLOP/sample':>13} "
-        f"{'attn-score share':>17}",
-    ]
-    lines += [
-        f"{s['image_size']:>6} {s['tokens']:>7} {s['us_per_sample']:>10.0f} "
-        f"{s['gflop_per_sample']:>13.3f} {s['attention_score_share']:>17.1%}"
-        for s in r["scaling"]
-    ]
-    return "\n".join(lines)
