@@ -1,9 +1,11 @@
 import json
+import tempfile
 
 import pytest
 
 from vla.benchmark import benchmark
-from vla.benchmark.run import build
+from vla.benchmark.report import GOALS, UNGOALED, format_results, goals_met
+from vla.benchmark.run import build, scratch_data
 from vla.benchmark.training import lightning_loop, make_module, torch_loop
 
 KEYS = {
@@ -20,14 +22,16 @@ KEYS = {
 
 
 @pytest.mark.slow
-def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path):
+def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     cfg = compose_cfg(
         "benchmark",
         [
             "model=tiny",
             "env.image_size=32",
             f"paths.output_dir={tmp_path}/bench",
-            f"data.dir={tmp_path}/data",
+            f"paths.data_dir={tmp_path}/data",
             "data.num_episodes=20",
             "data.val_episodes=2",
             "data.batch_size=8",
@@ -52,6 +56,11 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
     tokens = [row["tokens"] for row in saved["scaling"]]
     assert tokens[1] > tokens[0]  # a bigger image gives more patch tokens
     assert saved["repeats"] == 2
+    assert set(saved["goals"]) == set(GOALS)
+    # its demonstration sets (one per scaling size, the timed collection) went to a
+    # temporary folder, now removed: nothing in the user's data dir, nothing in the run folder
+    assert not (tmp_path / "data").exists() and not list((tmp_path / "tmp").iterdir())
+    assert [p.name for p in (tmp_path / "bench").iterdir()] == ["benchmark.json"]
     for key, (low, high) in saved["spread"].items():  # medians of the interleaved repeats
         assert low <= saved[key] <= high, key
 
@@ -78,3 +87,35 @@ def test_both_training_loops_time_the_same_steps_with_the_same_optimizer(compose
     assert all(p.ndim >= 2 for p in groups[0]["params"]) and "weight_decay" not in groups[0]
     assert all(p.ndim < 2 for p in groups[1]["params"]) and groups[1]["weight_decay"] == 0.0
     assert sum(len(g["params"]) for g in groups) == len(list(policy.parameters()))
+
+
+def test_benchmark_collects_in_scratch_unless_data_dir_is_chosen(compose_cfg, tmp_path):
+    default = compose_cfg("benchmark", [f"paths.data_dir={tmp_path}/data"])
+    assert scratch_data(default, tmp_path / "scratch").data.dir == str(tmp_path / "scratch")
+    assert default.data.dir == str(tmp_path / "data")  # the caller's config is left as it was
+    chosen = compose_cfg("benchmark", [f"data.dir={tmp_path}/mine"])
+    assert scratch_data(chosen, tmp_path / "scratch").data.dir == str(tmp_path / "mine")
+
+
+def _report(**values) -> dict:
+    """A benchmark result with every printed metric at 1.0 except `values`."""
+    r = dict.fromkeys([*GOALS, *UNGOALED], 1.0) | values
+    return r | {"repeats": 1, "spread": {}, "scaling": []}
+
+
+def test_each_goal_row_says_met_or_missed_in_the_table_and_the_json():
+    # 4.2 misses rollout_speedup >= 5, 1.0 ms meets latency <= 5, and a value exactly on its
+    # goal (0.9, 0.05) meets it
+    r = _report(rollout_speedup=4.2, lightning_vs_torch=0.9, data_wait_fraction=0.05, mfu=0.1)
+    r["goals"] = goals_met(r)
+    assert r["goals"]["lightning_vs_torch"] == {"goal": ">= 0.9", "met": True}
+    assert r["goals"]["rollout_speedup"] == {"goal": ">= 5", "met": False}
+    assert r["goals"]["data_wait_fraction"]["met"] and r["goals"]["latency_ms_p50"]["met"]
+    assert not r["goals"]["mfu"]["met"]
+    assert set(r["goals"]) == set(GOALS)
+    json.dumps(r)  # the verdicts travel in benchmark.json as plain values
+    rows = {line.split()[0]: line.split() for line in format_results(r).splitlines() if line}
+    assert rows["lightning_vs_torch"][-3:] == [">=", "0.9", "met"]
+    assert rows["rollout_speedup"][-3:] == [">=", "5", "MISSED"]
+    assert rows["latency_ms_p50"][-1] == "met" and rows["mfu"][-1] == "MISSED"
+    assert rows["sdpa_vs_naive"] == ["sdpa_vs_naive", "1.000"]  # no goal, no verdict

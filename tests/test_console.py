@@ -13,6 +13,7 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from vla.cli import override_hints
+from vla.config import instantiate
 from vla.console import FinalLines
 from vla.errors import CheckpointError
 from vla.eval.evaluate import evaluate
@@ -62,12 +63,16 @@ def fast_run(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_console_shows_our_summary_and_no_library_noise(fast_run):
+def test_console_shows_our_summary_and_no_library_noise(fast_run, compose_cfg):
     _, out = fast_run
     console = out.stdout + out.stderr
     assert [n for n in NOISE if n in console] == []
-    # 32 px: 4 patches of 16 px, 8 keypoints, 8 words, the state and the readout
-    assert "GFLOP per sample" in out.stdout and "22 tokens" in out.stdout
+    policy = instantiate(compose_cfg("train", ["model=tiny", "env.image_size=32"]).model.policy)
+    words = policy.tokenizer.max_len  # the longest instruction the grammar makes
+    # 32 px: 4 patches of 16 px, 8 keypoints, the words, the state and the readout
+    assert policy.num_tokens() == 4 + 8 + words + 1 + 1
+    summary = f"{policy.num_tokens()} tokens with an instruction of {words} words"
+    assert "GFLOP per sample" in out.stdout and summary in out.stdout
     assert "smoke run" in out.stdout and "run directory:" in out.stdout
 
 

@@ -11,8 +11,8 @@ def configure_torch(threads: int | None = None) -> None:
     """Sets intra-op threads (None: torch's default, one per core) and flushes denormals.
 
     Flushing denormal floats to zero matters on CPU: tiny gradients and optimizer moments
-    otherwise fall into the slow denormal path, which made Lightning training steps 2.3x
-    slower on this project's 2-core benchmark machine.
+    otherwise fall into the CPU's slow denormal path, where every operation on them costs
+    many times a normal one (the step times with and without: docs/performance.md).
     """
     if threads is not None:
         if threads < 1:

@@ -8,7 +8,13 @@ from vla import keys
 from vla.checkpoint import load_policy
 from vla.data.seeds import TEST_SEED_START
 from vla.envs.reach import ReachEnv
-from vla.eval.attention import attention_maps, readout_attention
+from vla.eval.attention import (
+    SCALE_W,
+    TITLE_H,
+    attention_figure,
+    attention_maps,
+    readout_attention,
+)
 from vla.eval.video import annotate, save_gif
 from vla.eval.visualize import visualize
 
@@ -34,6 +40,39 @@ def test_attention_maps(readout):
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
         pad = batch[keys.TOKENS] == 0  # [B,L]: PAD words get no attention from anyone
         assert (w[:, :, :, layout["text"]].permute(0, 3, 1, 2)[pad] == 0).all()
+
+
+def test_attention_picture_has_a_colour_scale_from_zero_to_the_layers_largest_weight():
+    # 2 heads over a 2x2 patch grid and two words; head 1 puts 0.4 on the first patch, the
+    # largest patch weight of the layer, so the scale runs 0..40% and that patch is drawn
+    # in the scale's top colour; a patch with no weight keeps the (black) frame
+    S, grid = 64, 2
+    w = np.array(
+        [
+            [0.4, 0.1, 0.1, 0.0, 0.2, 0.2],  # head 1: patches 0..3, then the two words
+            [0.2, 0.2, 0.2, 0.0, 0.3, 0.1],  # head 2
+        ]
+    )
+    layout = {"image": slice(0, 4), "text": slice(4, 6)}
+    frame = np.zeros((S, S, 3), np.uint8)
+    picture = attention_figure(frame, [("layer 0", w)], layout, ["red", "circle"], grid, "go")
+    assert picture.shape == (TITLE_H + S, 3 * S + SCALE_W + 192, 3)
+    scale = picture[TITLE_H : TITLE_H + S, 3 * S : 3 * S + SCALE_W].astype(int)
+    strip = scale[20:-20, 10].sum(-1)  # brightness down the middle of the colour strip
+    assert strip[0] > 300 and strip[-1] < 30  # bright at 40% (top), dark at 0% (bottom)
+    assert (np.diff(strip) <= 0).all()  # and darker all the way down
+    head_1 = picture[TITLE_H : TITLE_H + S, S : 2 * S].astype(int)  # its patch 0 is at 40%
+    np.testing.assert_allclose(head_1[S // 4 + 8, S // 4], scale[18, 10], atol=3)
+    assert head_1[3 * S // 4, 3 * S // 4].sum() == 0  # patch 3: no weight, the frame itself
+    # the mean over heads (0.3 on patch 0) is drawn on the same scale, at level 3/4: yellow
+    # (255, 255 * 3/4, 0) laid over 3/4 * 3/4 of the black frame
+    mean = picture[TITLE_H : TITLE_H + S, :S].astype(int)
+    np.testing.assert_allclose(mean[S // 4 + 8, S // 4], [143, 107, 0], atol=2)
+    # the two ends of the scale are labelled: a picture with another largest weight differs
+    other = attention_figure(frame, [("layer 0", w * 0.5)], layout, ["red", "circle"], grid, "go")
+    assert not np.array_equal(
+        other[TITLE_H : TITLE_H + 16, 3 * S :], picture[TITLE_H : TITLE_H + 16, 3 * S :]
+    )
 
 
 def test_readout_attention_sums_to_one_over_keys(tiny_ckpt):

@@ -7,6 +7,7 @@ from PIL import Image
 from vla.checkpoint import load_policy, read_checkpoint
 from vla.data.seeds import TEST_SEED_START
 from vla.errors import ConfigError
+from vla.eval.attention import TITLE_H
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.eval.visualize import visualize
@@ -86,7 +87,7 @@ def test_attention_pictures_show_the_query_behind_the_action(chunked_ckpt, compo
     )
     pictures = [np.asarray(Image.open(p)).astype(int) for p in visualize(cfg)]
     assert len(pictures) == 3  # a tiny policy needs more than 3 steps at 2 actions per query
-    title = 22  # rows of the caption bar
+    title = TITLE_H  # rows of the caption
     assert np.array_equal(pictures[1][title:], pictures[0][title:])
     assert not np.array_equal(pictures[1][:title], pictures[0][:title])
     assert not np.array_equal(pictures[2][title:], pictures[0][title:])  # a new query at step 2

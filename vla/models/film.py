@@ -3,8 +3,8 @@
     words [B,L,D], pad_mask [B,L] ─ masked mean ─> [B,D] ─ Linear (zero-init) ─> gamma, beta [B,D]
     patches [B,Np,D] ─────────────────────────────── patches * (1 + gamma) + beta ─> [B,Np,D]
 
-Attention alone can relate words to patches, but on this task it was measured to learn that
-only slowly: the policy first reaches *a* target, not the named one. Modulating the patches by
+Attention alone can relate words to patches, but it learns that slowly: the policy first
+reaches *a* target, not the named one. Modulating the patches by
 the instruction before the encoder makes "which colour/shape matters" a per-channel gain the
 patches carry from the start. The projection starts at zero so FiLM begins as the identity and
 cannot hurt early training.

@@ -8,21 +8,22 @@
         ─ Linear(2 -> D) + keypoint id embedding [K,D] ─> tokens [B,K,D]
 
 A patch token says *what* a patch shows and, through its position code, roughly where the
-patch is; the target's exact position has to be decoded from that by attention, which on
-this task was measured to take ~2,000 optimisation steps even with a single target. A spatial
-softmax (Levine et al. 2016, "End-to-End Training of Deep Visuomotor Policies"; the pooling of
-Diffusion Policy's ResNet) turns a per-pixel detector, e.g. "red pixels", straight into the
-coordinates of what it detects, so position arrives as a number from the first step. With
-`film`, the instruction scales the detector's hidden channels (a zero-initialised gain, FiLM
-without the shift: a shift of a channel moves every pixel's score alike, and standardising
-the map cancels it), so a keypoint can follow "the named object" rather than a fixed colour.
+patch is; the target's exact position has to be decoded from that by attention, which is
+slow to learn even with a single target (docs/learning-speed.md, "What made grounding
+early"). A spatial softmax (Levine et al. 2016, "End-to-End Training of Deep Visuomotor
+Policies"; the pooling of Diffusion Policy's ResNet) turns a per-pixel detector, e.g. "red
+pixels", straight into the coordinates of what it detects, so position arrives as a number
+from the first step. With `film`, the instruction scales the detector's hidden channels (a
+zero-initialised gain, FiLM without the shift: a shift of a channel moves every pixel's score
+alike, and standardising the map cancels it), so a keypoint can follow "the named object"
+rather than a fixed colour.
 
 Each score map is standardised over its pixels before the softmax. Raw scores of a freshly
-initialised detector differ by a fraction of a unit, and a softmax over 2,304 pixels of such
-scores is nearly uniform: every keypoint starts at the image centre, moves by ~1e-3 between
-images, and its gradient is as small (measured at 48 px). Standardised, the few pixels where
-a map stands out from the flat background (the objects) carry most of the weight from the
-first step, so keypoints start on objects and follow them.
+initialised detector differ by a fraction of a unit, and a softmax over the thousands of
+pixels of an image of such scores is nearly uniform: every keypoint starts at the image
+centre, hardly moves between images, and its gradient is as small. Standardised, the few
+pixels where a map stands out from the flat background (the objects) carry most of the
+weight from the first step, so keypoints start on objects and follow them.
 """
 
 from __future__ import annotations
