@@ -94,14 +94,18 @@ def test_meta_that_disagrees_with_arrays_is_refused(tmp_path):
 @pytest.mark.slow
 def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
     code = (
+        "import sys\n"
         "from vla.data.collect import collect\n"
-        f"collect({ENV!r}, {str(tmp_path)!r}, 5000, progress=True)\n"
+        "print('collecting', file=sys.stderr, flush=True)\n"
+        f"collect({ENV!r}, {str(tmp_path)!r}, 5000, progress=False)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
-    # wait until collection is under way (the progress bar has started), then kill it
+    # wait until collection is under way (5000 episodes take seconds), then kill it
     deadline = time.time() + 60
-    while time.time() < deadline and "collecting" not in proc.stderr.read(64):
+    while time.time() < deadline and "collecting" not in proc.stderr.readline():
         pass
+    time.sleep(1.0)
+    assert proc.poll() is None, "collection ended before it could be interrupted"
     proc.kill()
     proc.wait()
     final = dataset_path(tmp_path, ENV, 5000, 0, 0.3)

@@ -154,7 +154,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     proc.wait(timeout=300)
     stderr = (tmp_path / "stderr.txt").read_text()
     assert proc.returncode == 130, stderr[-2000:]
-    assert "resume with ckpt_path=" in stderr and "Traceback" not in stderr
+    assert "resume with: python scripts/train.py ckpt_path=" in stderr and "Traceback" not in stderr
     assert read_checkpoint(ckpt)["global_step"] >= 5
 
 
