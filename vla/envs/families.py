@@ -132,7 +132,7 @@ def _relations(
     groups: dict[object, list[Candidate]] = {}
     refs: list[Relation | Superlative] = []
     for p in pairs:  # relations to a named shape (novel_pairs: a held-out one)
-        if (p in split.held_out_pairs) == (split.name == "novel_pairs"):
+        if split.allows_target(p):
             refs += [Relation(r, Name(*PAIRS[p])) for r in BINARY_RELATIONS]
     if split.name != "novel_pairs":  # superlatives name no pair
         kinds = [s for s in SHAPES if sum(PAIRS[p][1] == s for p in pairs) >= 2] + ["shape"]
@@ -141,7 +141,7 @@ def _relations(
         target = resolve(ref, pairs, centres)
         if target is None or not split.allows_relation(ref):
             continue
-        if split.name != "novel_pairs" and pairs[target] in split.held_out_pairs:
+        if not split.allows_named(pairs[target]):
             continue
         word = ref.relation if isinstance(ref, Relation) else ref.superlative
         groups.setdefault(word, []).append(((ref,), (target,)))

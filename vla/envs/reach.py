@@ -195,7 +195,9 @@ class ReachEnv(gym.Env):
         render.draw_disc(frame, self._pos, self._effector_radius)
         # noise like the policy's, drawn from a generator of its own: watching an episode
         # must not change it
-        return self._noisy(frame, np.random.default_rng(self._elapsed))
+        return (
+            self._noisy(frame, np.random.default_rng(self._elapsed)) if self.pixel_noise else frame
+        )
 
     # ---- helpers ----
     def _draw(self, size: int) -> np.ndarray:

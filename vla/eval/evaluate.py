@@ -92,8 +92,8 @@ def evaluate(cfg: DictConfig) -> dict:
     }
     if len(results) > 1:
         metrics["ablations"] = {
-            k: {key: r.metrics()[key] for key in ("success_rate", "ci95", "num_episodes")}
-            for k, r in results.items()
+            k: {key: m[key] for key in ("success_rate", "ci95", "num_episodes")}
+            for k, m in ((k, r.metrics()) for k, r in results.items())
         }
     if typed and "typed" in first.families:  # nothing to reach: no success to report
         metrics["success_rate"] = metrics["ci95"] = None

@@ -72,7 +72,7 @@ def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **r
         env = level_env(trained_env, level)
         try:
             ReachEnv(**env)
-        except ValueError as e:  # e.g. relations with one shape: the level does not apply
+        except (ConfigError, ValueError) as e:  # e.g. relations with one shape: it does not apply
             log.info(f"level {level.name}: not run for this checkpoint ({e})")
             continue
         t = time.perf_counter()

@@ -96,7 +96,7 @@ class RolloutEval(L.Callback):
             for family, rate in families.items() if len(families) > 1 else ():
                 pl_module.log(f"eval/family/{family}", rate["success_rate"], rank_zero_only=True)
             pl_module.log("eval/seconds", time.perf_counter() - start, rank_zero_only=True)
-            self._log_frames(trainer, result, pl_module.policy)
+            self._log_frames(trainer, result, metrics, pl_module.policy)
         self.last_success_rate = trainer.strategy.broadcast(self.last_success_rate, src=0)
         pl_module.log("eval/success_rate", self.last_success_rate, prog_bar=True)
         self.history.append(
@@ -108,10 +108,10 @@ class RolloutEval(L.Callback):
             )
         )
 
-    def _log_frames(self, trainer: L.Trainer, result, policy) -> None:
-        """The evaluation's record: a log line, and in TensorBoard the recorded episodes as
-        captioned GIFs (outcome marked on the last frame) and the readout's attention map."""
-        m = result.metrics()
+    def _log_frames(self, trainer: L.Trainer, result, m: dict, policy) -> None:
+        """The evaluation's record (`m`: its metrics): a log line, and in TensorBoard the
+        recorded episodes as captioned GIFs (outcome marked on the last frame) and the
+        readout's attention map."""
         families = m["success_by_family"]
         by_family = ", ".join(f"{k} {v['success_rate']:.0%}" for k, v in families.items())
         log.info(
