@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from vla.eval.stats import format_rate
+from vla.eval.stats import format_summary
 
 if TYPE_CHECKING:
     from vla.study import Run
@@ -61,10 +61,7 @@ def suite_markdown(rows: list[dict]) -> str:
         "|---|---|---|---|---|",
     ]
     for r in rows:
-        seeds = "; ".join(
-            f"{seed}: {format_rate(s['success_rate'], s['num_episodes'], s['ci95'])}"
-            for seed, s in r["seeds"].items()
-        )
+        seeds = "; ".join(f"{seed}: {format_summary(s)}" for seed, s in r["seeds"].items())
         lines.append(
             f"| {r['level']} | {r['kind']} | `{r['recipe']}` | "
             f"{r['median']:.1%} / {r['worst']:.1%} | {seeds} |"

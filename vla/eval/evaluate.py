@@ -18,7 +18,7 @@ from vla.errors import ConfigError
 from vla.eval.rollout import ABLATIONS, check_ablations, rollout
 from vla.eval.run_folder import resolve_ckpt_path
 from vla.eval.runner import check_chunking
-from vla.eval.stats import format_rate
+from vla.eval.stats import format_summary
 from vla.eval.suite import run_suite, select_levels
 from vla.eval.video import annotate, save_gif, save_mp4
 from vla.runtime import configure_torch
@@ -137,11 +137,7 @@ def format_table(metrics: dict, results: dict) -> str:
     shape; steps and queries; the ablations side by side."""
 
     def rate(m: dict) -> str:
-        return (
-            "n/a"
-            if m["success_rate"] is None
-            else format_rate(m["success_rate"], m["num_episodes"], m["ci95"])
-        )
+        return "n/a" if m["success_rate"] is None else format_summary(m)
 
     rows = [
         ("success rate", rate(metrics)),

@@ -36,3 +36,8 @@ def format_rate(rate: float, n: int, ci: tuple[float, float] | list[float] | Non
     """ "98.5% [95.7, 99.5] of 200"."""
     low, high = ci if ci is not None else wilson_interval(round(rate * n), n)
     return f"{rate:.1%} [{100 * low:.1f}, {100 * high:.1f}] of {n}"
+
+
+def format_summary(m: dict) -> str:
+    """`format_rate` of a dict with success_rate, num_episodes and ci95 (`rate_summary`'s)."""
+    return format_rate(m["success_rate"], m["num_episodes"], m["ci95"])

@@ -28,7 +28,7 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.eval.chart import contact_sheet, success_chart
 from vla.eval.rollout import rollout
-from vla.eval.stats import format_rate
+from vla.eval.stats import format_summary
 from vla.eval.video import add_gif, annotate, save_gif, shrink
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **r
         )
         rows.append(row)
         log.info(
-            f"level {level.name:<28} {format_rate(row['success_rate'], row['num_episodes'], row['ci95'])}"
+            f"level {level.name:<28} {format_summary(row)}"
             f"  mean {row['mean_steps']:.1f} steps  ({row['seconds']:.0f}s)"
         )
         frames = annotate(result.frames[0], result.instructions[0], bool(result.success[0]))

@@ -13,7 +13,7 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.rollout import rollout
-from vla.eval.stats import format_rate
+from vla.eval.stats import format_summary
 from vla.eval.video import annotate, shrink
 from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.training.media import log_gif, log_image, takes_media
@@ -116,7 +116,7 @@ class RolloutEval(L.Callback):
         by_family = ", ".join(f"{k} {v['success_rate']:.0%}" for k, v in families.items())
         log.info(
             f"rollouts at step {trainer.global_step}: success "
-            f"{format_rate(m['success_rate'], m['num_episodes'], m['ci95'])} episodes "
+            f"{format_summary(m)} episodes "
             f"(mean {m['mean_steps']:.1f} steps{'; ' + by_family if len(families) > 1 else ''})"
         )
         loggers = [logger for logger in trainer.loggers if takes_media(logger)]

@@ -21,7 +21,7 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.eval.rollout import rollout
 from vla.eval.runner import check_chunking
-from vla.eval.stats import format_rate, rate_summary
+from vla.eval.stats import format_summary, rate_summary
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import RolloutEval
@@ -153,7 +153,7 @@ def train(cfg: DictConfig) -> dict:
     )
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     smoke = " (debug=fast: a smoke run of a few steps, not a trained policy)"
-    rate = format_rate(metrics["success_rate"], metrics["num_episodes"], metrics["ci95"])
+    rate = format_summary(metrics)
     log.info(
         f"success rate {rate} test episodes (95% interval; mean {metrics['mean_steps']:.1f} "
         f"steps) | wall time {metrics['timings']['total_s']:.0f}s"
