@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vla.envs import scene
 from vla.envs.families import FAMILIES, SPLITS
 from vla.envs.grammar import COLOURS, MAX_CHAIN, PAIRS, VERBS, GrammarError, parse_relation_key
 from vla.errors import ConfigError
@@ -64,7 +65,7 @@ def check_env_args(a: dict, metadata: dict) -> None:
         if not ok:
             raise ConfigError(f"env.{name}={a[name]!r} is invalid: expected {expected}")
     # targets are placed inside [margin, 1 - margin]; make sure they can be spread out
-    usable = (1 - 2 * (a["target_size"] / 2 + 0.02)) ** 2
+    usable = (1 - 2 * scene.centre_margin(a["target_size"])) ** 2
     if a["num_targets"] * np.pi * (a["min_separation"] / 2) ** 2 > 0.5 * usable:
         raise ConfigError(
             f"env.num_targets={a['num_targets']} with env.min_separation={a['min_separation']} "

@@ -105,7 +105,9 @@ class ReachEnv(gym.Env):
         self.background = tuple(int(c) for c in background)
         self.pixel_noise = float(pixel_noise)
         self.render_mode = render_mode
-        self._margin = target_size / 2 + 0.02
+        self._layout = scene.Layout(
+            num_targets, shared_colours, scene.centre_margin(target_size), min_separation
+        )
         self._effector_radius = 0.025
 
         self.action_space = spaces.Box(-1.0, 1.0, (ACTION_DIM,), dtype=np.float32)
@@ -126,9 +128,14 @@ class ReachEnv(gym.Env):
     @property
     def target_position(self) -> np.ndarray | None:
         """Centre of the shape to reach now (the last one once all are reached)."""
+        now = self._now()
+        return None if now < 0 else self._centres[now]
+
+    def _now(self) -> int:
+        """Index of the shape to reach now (the last one once all are reached); -1: none."""
         if not self._targets:
-            return None
-        return self._centres[self._targets[min(self._stage, len(self._targets) - 1)]]
+            return -1
+        return self._targets[min(self._stage, len(self._targets) - 1)]
 
     @property
     def effector_position(self) -> np.ndarray:
@@ -141,14 +148,11 @@ class ReachEnv(gym.Env):
         super().reset(seed=seed)
         rng = self.np_random
         typed = (options or {}).get("instruction")
-        layout = scene.Layout(
-            self.num_targets, self.shared_colours, self._margin, self.min_separation
-        )
         if typed is None:
             family = self.families[int(rng.integers(len(self.families)))]
-            drawn = scene.instructed_scene(rng, family, self.split, layout)
+            drawn = scene.instructed_scene(rng, family, self.split, self._layout)
         else:
-            drawn = scene.typed_scene(rng, str(typed), layout)
+            drawn = scene.typed_scene(rng, str(typed), self._layout)
         self._pairs, self._centres, self._targets = drawn.pairs, drawn.centres, drawn.targets
         self._text, self._family = drawn.text, drawn.family
         self._pos = scene.sample_start(rng, self._centres, self.min_separation)
@@ -229,7 +233,7 @@ class ReachEnv(gym.Env):
         return np.clip(image + noise, 0, 255).astype(np.uint8)
 
     def _get_info(self) -> dict:
-        now = self._targets[min(self._stage, len(self._targets) - 1)] if self._targets else -1
+        now = self._now()
         return {
             "family": self._family,
             "targets": len(self._targets),

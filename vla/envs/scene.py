@@ -16,6 +16,11 @@ from vla.errors import ConfigError
 MAX_SCENE_DRAWS = 500  # scenes drawn for an instruction before giving up
 
 
+def centre_margin(target_size: float) -> float:
+    """How far inside the arena shape centres stay: half a shape, and a little floor."""
+    return target_size / 2 + 0.02
+
+
 @dataclass(frozen=True)
 class Layout:
     """How a scene's shapes are laid out (the env's values)."""
