@@ -3,12 +3,13 @@
 import hydra
 from omegaconf import DictConfig
 
-from vla.benchmark import benchmark
 from vla.cli import run_cli, run_script
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="benchmark")
 def main(cfg: DictConfig) -> None:
+    from vla.benchmark import benchmark  # here: --help needs no torch
+
     run_cli(benchmark, cfg)
 
 

@@ -4,11 +4,12 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli, run_script
-from vla.eval.evaluate import evaluate
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
+    from vla.eval.evaluate import evaluate  # here: --help needs no torch
+
     run_cli(evaluate, cfg)
 
 

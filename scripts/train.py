@@ -10,11 +10,12 @@ from omegaconf import DictConfig
 
 from vla.cli import run_cli, run_script
 from vla.training.resume import resume_argv
-from vla.training.train import train
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float:
+    from vla.training.train import train  # here: --help needs no torch
+
     metrics = run_cli(train, cfg)
     return metrics.get("success_rate", 0.0)  # the value a Hydra sweeper would optimise
 

@@ -140,3 +140,20 @@ def test_help_is_a_short_header_not_the_config():
         assert out.returncode == 0 and out.stdout.startswith(first), out.stderr
         assert len(out.stdout.splitlines()) < 45 and "_target_" not in out.stdout
         assert "README.md" in out.stdout and "model/head: " in out.stdout
+
+
+def test_help_imports_neither_torch_nor_lightning():
+    """A script imports its work inside `main`: --help answers without the ~7 s of imports."""
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['scripts/train.py', '--help']\n"
+        "try:\n"
+        "    runpy.run_path('scripts/train.py', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted({'torch', 'lightning'} & set(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr

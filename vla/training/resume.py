@@ -21,7 +21,6 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from vla.checkpoint import load_weights, read_checkpoint
 from vla.errors import CheckpointError, ConfigError
 from vla.eval.run_folder import resolve_ckpt_path
 
@@ -84,6 +83,8 @@ def record_resumed_config(cfg: DictConfig, out_dir: Path) -> None:
 def check_resumable(cfg: DictConfig, policy) -> Path:
     """The checkpoint `cfg.ckpt_path` means (a run folder: its last.ckpt) exists, loads as
     data only, fits this config's architecture and has epochs left; returns its path."""
+    from vla.checkpoint import load_weights, read_checkpoint  # torch: only when resuming
+
     path = resolve_ckpt_path(cfg.ckpt_path)
     ckpt = read_checkpoint(path)
     try:
