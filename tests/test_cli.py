@@ -43,6 +43,14 @@ def test_the_users_error_is_one_line_exit_2_and_kept_in_the_log(log_file, capsys
     assert log_file.read_text() == "error: model.d_model=0 must be >= 1\n"
 
 
+def test_ctrl_c_outside_training_is_one_line_and_status_130(log_file, capsys):
+    with pytest.raises(SystemExit) as info:
+        run_cli(_fail(KeyboardInterrupt()), cfg=None)  # e.g. while collecting demonstrations
+    assert info.value.code == 130
+    assert capsys.readouterr().err == "interrupted (Ctrl-C)\n"
+    assert log_file.read_text() == "interrupted (Ctrl-C)\n"
+
+
 def test_a_bug_keeps_its_traceback_in_the_log_and_is_not_blamed_on_the_user(log_file, capsys):
     def buggy(cfg):
         return [][1]  # an IndexError deep inside the code

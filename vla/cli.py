@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 def run_cli(fn, cfg):
     """Runs `fn(cfg)`; the user's error exits with status 2 and one line on stderr, a
-    non-finite loss with status 1, Ctrl-C with status 130 (after training saved a checkpoint).
+    non-finite loss with status 1, Ctrl-C with status 130 and one line (in training, after a
+    checkpoint is saved; anywhere else, such as collecting demonstrations, without a traceback).
     Any other exception is a bug: it propagates with its traceback, which also goes into the
     run's log file.
 
@@ -47,6 +48,10 @@ def run_cli(fn, cfg):
         print(f"error: {e}", file=sys.stderr)
         code = 130 if isinstance(e, TrainingInterrupted) else 1
         sys.exit(2 if isinstance(e, USER_ERRORS) else code)
+    except KeyboardInterrupt:  # outside training: start-up, collection, the final evaluation
+        log_to_file("interrupted (Ctrl-C)")
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        sys.exit(130)
     except Exception as e:
         log_to_file(f"{type(e).__name__}: {e}", exc_info=sys.exc_info())
         raise

@@ -174,6 +174,8 @@ class LastCheckpoint(L.Callback):
         self._saved_step = trainer.global_step
 
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception):
-        if isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit":
+        # at step 0 (still collecting demonstrations, say) there is nothing to resume
+        started = trainer.global_step > 0
+        if isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit" and started:
             trainer.save_checkpoint(self.path, weights_only=False)
             self.saved_on_interrupt = self.path
