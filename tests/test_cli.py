@@ -150,6 +150,7 @@ def test_help_is_a_short_header_not_the_config():
         assert "README.md" in out.stdout and "model/head: " in out.stdout
 
 
+@pytest.mark.slow
 def test_help_imports_neither_torch_nor_lightning():
     """A script imports its work inside `main`: --help answers without the ~7 s of imports."""
     code = (
