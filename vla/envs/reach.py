@@ -197,11 +197,10 @@ class ReachEnv(gym.Env):
         # the success radius as a faint ring around the effector, for people watching
         render.draw_disc(frame, self._pos, self.success_radius, colour=(90, 90, 110))
         render.draw_disc(frame, self._pos, self._effector_radius)
-        # noise like the policy's, drawn from a generator of its own: watching an episode
-        # must not change it
-        return (
-            self._noisy(frame, np.random.default_rng(self._elapsed)) if self.pixel_noise else frame
-        )
+        if self.pixel_noise:
+            # noise like the policy's, from a generator of its own: watching must not change it
+            frame = self._noisy(frame, np.random.default_rng(self._elapsed))
+        return frame
 
     # ---- helpers ----
     def _draw(self, size: int) -> np.ndarray:

@@ -79,8 +79,9 @@ def evaluate(cfg: DictConfig) -> dict:
             **chunking,
         )
         results[name] = result
+    summaries = {name: result.metrics() for name, result in results.items()}  # once each
     first_name, first = next(iter(results.items()))
-    metrics = first.metrics() | {
+    metrics = summaries[first_name] | {
         "ckpt_path": str(ckpt_path),
         "ablate": list(ablate),
         "instruction": typed,
@@ -93,7 +94,7 @@ def evaluate(cfg: DictConfig) -> dict:
     if len(results) > 1:
         metrics["ablations"] = {
             k: {key: m[key] for key in ("success_rate", "ci95", "num_episodes")}
-            for k, m in ((k, r.metrics()) for k, r in results.items())
+            for k, m in summaries.items()
         }
     if typed and "typed" in first.families:  # nothing to reach: no success to report
         metrics["success_rate"] = metrics["ci95"] = None
@@ -106,7 +107,7 @@ def evaluate(cfg: DictConfig) -> dict:
         mp4s.append(str(save_mp4(frames, name.with_suffix(".mp4"))))
     metrics["gifs"], metrics["videos"] = gifs, mp4s
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    for line in format_table(metrics, results).splitlines():
+    for line in format_table(metrics).splitlines():
         log.info(line)
     log.info(f"metrics.json and {len(gifs)} rollouts as GIF and MP4 written to {out_dir}")
     return metrics
@@ -132,7 +133,7 @@ def check_instruction(policy, text: str) -> str:
     return text
 
 
-def format_table(metrics: dict, results: dict) -> str:
+def format_table(metrics: dict) -> str:
     """Success with its 95% interval and episode count, overall and by family, colour and
     shape; steps and queries; the ablations side by side."""
 
@@ -147,7 +148,6 @@ def format_table(metrics: dict, results: dict) -> str:
     if metrics["success_rate"] is not None:
         for key in ("family", "colour", "shape"):
             rows += [(f"  {key} {k}", rate(v)) for k, v in metrics[f"success_by_{key}"].items()]
-    if len(results) > 1:
-        rows += [(f"ablate {k}", rate(r.metrics())) for k, r in results.items()]
+    rows += [(f"ablate {k}", rate(m)) for k, m in metrics.get("ablations", {}).items()]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
