@@ -45,6 +45,17 @@ def compose_config(config_name: str | None = "train", overrides=()) -> DictConfi
     return cfg
 
 
+def fast_overrides_in(tmp: Path) -> list[str]:
+    """A seconds-long training run writing everything under `tmp`."""
+    return [
+        "debug=fast",
+        "model=tiny",
+        "env.image_size=32",
+        f"paths.output_dir={tmp}/run",
+        f"data.dir={tmp}/data",
+    ]
+
+
 def compose_model(name: str = "tiny", overrides=(), image_size: int = 32) -> DictConfig:
     """A root config holding only `model` (from conf/model/<name>.yaml) and `env.image_size`."""
     return compose_config(None, [f"+model={name}", f"+env.image_size={image_size}", *overrides])
@@ -97,3 +108,31 @@ def env_frames(n: int = 32, image_size: int = 32):
         np.stack(actions[:n]),
         np.stack(targets[:n]),
     )
+
+
+def run_script_here(script: str, *args: str, capsys) -> tuple[int, str, str]:
+    """`python scripts/<script> *args` run in this process: (exit status, stdout, stderr).
+
+    For tests of what a command says and leaves behind, without a subprocess paying the
+    ~7 s of imports again. The root logger's handlers (Hydra adds one writing
+    <run>/<task>.log) are restored afterwards."""
+    import logging
+    import runpy
+    import sys
+
+    root, argv = logging.getLogger(), sys.argv
+    handlers, level = list(root.handlers), root.level
+    sys.argv = [str(CONF_DIR.parent / "scripts" / script), *args]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = 0 if e.code is None else e.code
+    finally:
+        sys.argv = argv
+        for handler in set(root.handlers) - set(handlers):
+            root.removeHandler(handler)
+            handler.close()
+        root.handlers[:], root.level = handlers, level
+    out = capsys.readouterr()
+    return code, out.out, out.err

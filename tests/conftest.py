@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -5,6 +6,9 @@ import torch
 from hydra import compose, initialize_config_dir
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
+# Commands the tests start use one thread each: the tests run one process per core
+# (pytest -n auto), and OpenMP threads contending for busy cores stall each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
@@ -13,7 +17,7 @@ def one_thread():
 
     At these sizes a second thread buys little, and on a machine whose cores are busy with
     other work, OpenMP threads waiting on each other made a training step ~50x slower (and
-    the rollout tests ~30x). Commands a test starts as subprocesses choose their own.
+    the rollout tests ~30x).
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -32,13 +36,9 @@ def compose_cfg():
 @pytest.fixture
 def fast_overrides(tmp_path):
     """A seconds-long training run writing everything under tmp_path."""
-    return [
-        "debug=fast",
-        "model=tiny",
-        "env.image_size=32",
-        f"paths.output_dir={tmp_path}/run",
-        f"data.dir={tmp_path}/data",
-    ]
+    from tests.builders import fast_overrides_in
+
+    return fast_overrides_in(tmp_path)
 
 
 def _untrained_checkpoint(tmp, overrides=()):

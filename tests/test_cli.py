@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 
+from tests.builders import run_script_here
 from vla.cli import check_override_types, override_hints, run_cli
 from vla.errors import CheckpointError, ConfigError, DatasetError, SeedRangeError, UserError
 
@@ -111,8 +112,7 @@ def test_a_value_of_the_wrong_type_is_a_config_error(override, message):
             HydraConfig.instance().cfg = None
 
 
-@pytest.mark.slow
-def test_a_bad_type_on_the_command_line_is_one_line_and_leaves_no_folder(tmp_path):
+def test_a_bad_type_on_the_command_line_is_one_line_and_leaves_no_folder(tmp_path, capsys):
     for override, line in [
         (
             "trainer.max_epochs=abc",
@@ -120,34 +120,23 @@ def test_a_bad_type_on_the_command_line_is_one_line_and_leaves_no_folder(tmp_pat
         ),
         ("env.num_targets=abc", "env.num_targets='abc' must be an integer (the default is 3)"),
     ]:
-        out = subprocess.run(
-            [sys.executable, "scripts/train.py", override, f"hydra.run.dir={tmp_path}/run"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        code, _, err = run_script_here(
+            "train.py", override, f"hydra.run.dir={tmp_path}/run", capsys=capsys
         )
-        assert out.returncode == 2, out.stderr
-        assert out.stderr.strip().splitlines() == [f"error: {line}"]
+        assert code == 2, err
+        assert err.strip().splitlines() == [f"error: {line}"]
         assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.slow
-def test_help_is_a_short_header_not_the_config():
+def test_help_is_a_short_header_not_the_config(capsys):
     for script, first in [
         ("train.py", "python scripts/train.py"),
         ("eval.py", "python scripts/eval.py"),
     ]:
-        out = subprocess.run(
-            [sys.executable, f"scripts/{script}", "--help"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert out.returncode == 0 and out.stdout.startswith(first), out.stderr
-        assert len(out.stdout.splitlines()) < 45 and "_target_" not in out.stdout
-        assert "README.md" in out.stdout and "model/head: " in out.stdout
+        code, out, err = run_script_here(script, "--help", capsys=capsys)
+        assert code == 0 and out.startswith(first), err
+        assert len(out.splitlines()) < 45 and "_target_" not in out
+        assert "README.md" in out and "model/head: " in out
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from tests.builders import run_script_here
 from vla.cli import override_hints
 from vla.config import instantiate
 from vla.console import FinalLines
@@ -46,6 +47,10 @@ def run_script(script: str, *overrides: str, cwd=ROOT) -> subprocess.CompletedPr
     return out
 
 
+# the tests that read it run in one test process, so it runs once (pytest --dist loadgroup)
+ONE_RUN = pytest.mark.xdist_group("console_fast_run")
+
+
 @pytest.fixture(scope="module")
 def fast_run(tmp_path_factory):
     """One `debug=fast` training run whose output went to pipes, shared by the tests below."""
@@ -63,6 +68,7 @@ def fast_run(tmp_path_factory):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_console_shows_our_summary_and_no_library_noise(fast_run, compose_cfg):
     _, out = fast_run
     console = out.stdout + out.stderr
@@ -77,6 +83,7 @@ def test_console_shows_our_summary_and_no_library_noise(fast_run, compose_cfg):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_redirected_progress_is_a_few_lines_without_redraws(fast_run):
     _, out = fast_run
     assert "\r" not in out.stdout + out.stderr
@@ -86,6 +93,7 @@ def test_redirected_progress_is_a_few_lines_without_redraws(fast_run):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_run_log_is_a_record_of_the_run(fast_run):
     run, _ = fast_run
     log = (run / "train.log").read_text()
@@ -95,6 +103,7 @@ def test_run_log_is_a_record_of_the_run(fast_run):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_tensorboard_holds_animated_rollouts_and_only_measured_success(fast_run):
     run, _ = fast_run
     events = EventAccumulator(str(run / "tensorboard")).Reload()
@@ -108,6 +117,7 @@ def test_tensorboard_holds_animated_rollouts_and_only_measured_success(fast_run)
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_eval_accepts_a_run_folder(fast_run, compose_cfg, tmp_path, caplog):
     run, _ = fast_run
     overrides = ["eval.num_episodes=2", "eval.num_envs=2", "eval.record=1"]
@@ -122,19 +132,20 @@ def test_eval_accepts_a_run_folder(fast_run, compose_cfg, tmp_path, caplog):
         evaluate(compose_cfg("eval", [f"ckpt_path={tmp_path}", f"paths.output_dir={tmp_path}"]))
 
 
-@pytest.mark.slow
-def test_failed_eval_leaves_no_run_folder(tmp_path):
-    out = run_script("eval.py", f"ckpt_path={tmp_path}/missing.ckpt", cwd=tmp_path)
-    assert out.returncode == 2 and "does not exist" in out.stderr
+def test_failed_eval_leaves_no_run_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_script_here("eval.py", f"ckpt_path={tmp_path}/missing.ckpt", capsys=capsys)
+    assert code == 2 and "does not exist" in err
     assert list(tmp_path.iterdir()) == []  # no outputs/eval/<date>/, no empty outputs/
 
 
-@pytest.mark.slow
-def test_mistyped_override_gets_a_hint_next_to_hydras_message(tmp_path):
-    out = run_script("train.py", "model.dmodel=64", f"hydra.run.dir={tmp_path}/run")
-    assert out.returncode == 1
-    assert "Could not override 'model.dmodel'" in out.stderr  # Hydra's own message stays
-    assert "did you mean model.d_model?" in out.stderr
+def test_mistyped_override_gets_a_hint_next_to_hydras_message(tmp_path, capsys):
+    code, _, err = run_script_here(
+        "train.py", "model.dmodel=64", f"hydra.run.dir={tmp_path}/run", capsys=capsys
+    )
+    assert code == 1
+    assert "Could not override 'model.dmodel'" in err  # Hydra's own message stays
+    assert "did you mean model.d_model?" in err
     assert override_hints("eval", ["eval.num_episode=3", "eval.seed=1"]) == [
         "did you mean eval.num_episodes? (eval.num_episode is not a key of the config)"
     ]

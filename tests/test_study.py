@@ -1,13 +1,17 @@
-"""The learning-speed study: curve arithmetic on known values, and the script end to end."""
+"""The learning-speed study: curve arithmetic on known values, and a sweep of two seeds
+summarised by the script end to end."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
+from tests.builders import run_script_here
+from vla.checkpoint import load_policy, read_checkpoint
+from vla.data.seeds import TEST_SEED_START
+from vla.eval.rollout import rollout
 from vla.study import Run, find_runs, group_rows, markdown, recipe_of, summarize, time_to
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,32 +96,39 @@ def test_group_rows_report_the_worst_and_the_median_seed():
 
 
 @pytest.mark.slow
-def test_study_script_summarises_two_tiny_runs(tmp_path):
+def test_a_sweep_runs_each_seed_as_its_own_job_and_the_study_summarises_it(tmp_path, capsys):
     sweep = tmp_path / "sweep"
-    common = [
-        "debug=fast",
-        "model=tiny",
-        "env.image_size=32",
-        "~logger",
+    common = ["debug=fast", "model=tiny", "env.image_size=32", "~logger", "threads=1"]
+    code, _, err = run_script_here(
+        "train.py",
+        "-m",
+        *common,
+        "seed=1,2",
+        f"hydra.sweep.dir={sweep}",
         f"data.dir={tmp_path}/data",
-    ]
-    subprocess.run(
-        [sys.executable, "scripts/train.py", "-m", *common, "seed=0,1", f"hydra.sweep.dir={sweep}"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
+        capsys=capsys,
     )
-    out = subprocess.run(
-        [sys.executable, "scripts/study.py", f"runs={sweep}"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    assert "debug=fast env.image_size=32 model=tiny ~logger" in out  # one recipe, two seeds
+    assert code == 0, err[-3000:]
+    runs = [sweep / str(i) for i in (0, 1)]
+    for run, seed in zip(
+        runs, (1, 2), strict=True
+    ):  # each job its own seed, checkpoint and metrics
+        assert f"seed={seed}" in (run / ".hydra" / "overrides.yaml").read_text()
+    a, b = [read_checkpoint(r / "checkpoints" / "last.ckpt")["state_dict"] for r in runs]
+    assert any(not torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
+    for run in runs:  # each job's metrics are its own checkpoint's, on the test episodes
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["global_step"] == 5 and metrics["num_episodes"] == 8
+        policy, env_kwargs = load_policy(run / "checkpoints" / "last.ckpt")
+        again = rollout(policy, env_kwargs, 8, TEST_SEED_START, num_envs=8).metrics()
+        assert again["success_rate"] == metrics["success_rate"]
+
+    code, out, err = run_script_here("study.py", f"runs={sweep}", capsys=capsys)
+    assert code == 0, err[-3000:]
+    assert "debug=fast env.image_size=32 model=tiny ~logger" in out  # one recipe (threads: no)
     summary = json.loads((sweep / "study.json").read_text())
     (recipe,) = summary["recipes"]
-    assert recipe["seeds"] == [0, 1]
+    assert recipe["seeds"] == [1, 2]
     for run in summary["runs"]:
         curve = run["curve"]
         assert curve["steps"][-1] == 5 and curve["seconds"] == sorted(curve["seconds"])

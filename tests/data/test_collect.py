@@ -1,5 +1,4 @@
 import json
-import os
 import subprocess
 import sys
 import time
@@ -8,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.builders import run_script_here
 from vla.data.collect import collect
 from vla.data.dataset import FORMAT_VERSION, DatasetError, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
@@ -142,24 +142,17 @@ def test_seed_ranges_are_disjoint(tmp_path):
                 check_seeds(use, first, num, "key")
 
 
-@pytest.mark.slow
-def test_collect_script_reports_and_refuses_bad_values(tmp_path):
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
-    run = [sys.executable, str(root / "scripts" / "collect.py"), f"hydra.run.dir={tmp_path}/run"]
-    ok = subprocess.run(
-        run + [f"data.dir={tmp_path}", "data.num_episodes=12", "env.image_size=16"],
-        capture_output=True,
-        text=True,
-        env=env,
+def test_collect_script_reports_and_refuses_bad_values(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
+    run = [f"hydra.run.dir={tmp_path}/run", f"data.dir={tmp_path}"]
+    code, out, err = run_script_here(
+        "collect.py", *run, "data.num_episodes=12", "env.image_size=16", capsys=capsys
     )
-    assert ok.returncode == 0, ok.stderr
-    assert "12 episodes" in ok.stdout
-    bad = subprocess.run(
-        run + [f"data.dir={tmp_path}", "env.num_targets=9"], capture_output=True, text=True, env=env
-    )
-    assert bad.returncode != 0
-    assert "env.num_targets=9" in bad.stderr and "Traceback" not in bad.stderr
+    assert code == 0, err
+    assert "12 episodes" in out
+    code, _, err = run_script_here("collect.py", *run, "env.num_targets=9", capsys=capsys)
+    assert code != 0
+    assert "env.num_targets=9" in err and "Traceback" not in err
 
 
 def test_a_complete_copy_is_kept_and_only_a_corrupt_one_replaced(tmp_path):

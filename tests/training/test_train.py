@@ -13,6 +13,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import vla.data.datamodule
 import vla.training.callbacks
 import vla.training.train
+from tests.builders import compose_config, fast_overrides_in
 from vla.checkpoint import load_policy, read_checkpoint
 from vla.errors import SeedRangeError
 from vla.eval.evaluate import evaluate
@@ -116,29 +117,35 @@ def test_fast_dev_run_builds_the_data_once(compose_cfg, fast_overrides, monkeypa
     assert metrics["success_rate"] * 8 == round(metrics["success_rate"] * 8)  # k of 8 episodes
 
 
-@pytest.fixture
-def trained_run(compose_cfg, fast_overrides, tmp_path, monkeypatch):
+# the tests that read it run in one test process, so it trains once (pytest --dist loadgroup)
+ONE_RUN = pytest.mark.xdist_group("trained_run")
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
     """A fast run; `metrics["rollout_seeds"]` lists (caller, first seed, episodes) of its
     rollouts, recorded around the real rollout function, and `metrics["rollout_weights"]`
-    the policy's weights each of them ran."""
+    the policy's weights each of them ran. Shared: a test must not change its folder."""
     seeds, weights = [], []
-    for module in (vla.training.train, vla.training.callbacks):
-        real = module.rollout
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for module in (vla.training.train, vla.training.callbacks):
+            real = module.rollout
 
-        def recorded(policy, env, n, seed, *a, _real=real, _who=module.__name__, **k):
-            seeds.append((_who.rsplit(".", 1)[1], seed, n))
-            state = policy.state_dict()
-            weights.append({k: v.clone() for k, v in state.items() if torch.is_tensor(v)})
-            return _real(policy, env, n, seed, *a, **k)
+            def recorded(policy, env, n, seed, *a, _real=real, _who=module.__name__, **k):
+                seeds.append((_who.rsplit(".", 1)[1], seed, n))
+                state = policy.state_dict()
+                weights.append({k: v.clone() for k, v in state.items() if torch.is_tensor(v)})
+                return _real(policy, env, n, seed, *a, **k)
 
-        monkeypatch.setattr(module, "rollout", recorded)
-    cfg = compose_cfg("train", fast_overrides)
-    metrics = train(cfg)
+            monkeypatch.setattr(module, "rollout", recorded)
+        cfg = compose_config("train", fast_overrides_in(tmp_path_factory.mktemp("trained")))
+        metrics = train(cfg)
     extra = {"rollout_seeds": seeds, "rollout_weights": weights}
     return Path(cfg.paths.output_dir), metrics | extra, cfg
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run):
     run, metrics, cfg = trained_run
     assert (run / "checkpoints" / "last.ckpt").is_file()
@@ -173,6 +180,7 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
     run, metrics, _ = trained_run
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")  # written at the last step
@@ -185,6 +193,7 @@ def test_rollouts_and_checkpoints_use_the_weight_average(trained_run):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_checkpoint_rebuilds_the_policy_alone(trained_run):
     run, _, _ = trained_run
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
@@ -195,6 +204,7 @@ def test_checkpoint_rebuilds_the_policy_alone(trained_run):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
     run, _, _ = trained_run
     cfg = compose_cfg(
@@ -219,6 +229,7 @@ def test_eval_on_the_checkpoint(trained_run, compose_cfg, tmp_path):
 
 
 @pytest.mark.slow
+@ONE_RUN
 def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_overrides, tmp_path):
     run, _, first_cfg = trained_run
     ckpt = run / "checkpoints" / "last.ckpt"
@@ -229,7 +240,7 @@ def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_ove
         [
             *fast_overrides[:-2],
             f"paths.output_dir={tmp_path}/resumed",
-            f"data.dir={tmp_path}/data",
+            f"data.dir={run.parent}/data",
             f"ckpt_path={ckpt}",
             "trainer.max_epochs=2",
         ],
