@@ -8,9 +8,7 @@ from vla.cli import run_cli, run_script
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="benchmark")
 def main(cfg: DictConfig) -> None:
-    from vla.benchmark import benchmark  # here: --help needs no torch
-
-    run_cli(benchmark, cfg)
+    run_cli("vla.benchmark.benchmark", cfg)  # imported after the checks
 
 
 if __name__ == "__main__":

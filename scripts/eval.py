@@ -8,9 +8,7 @@ from vla.cli import run_cli, run_script
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
-    from vla.eval.evaluate import evaluate  # here: --help needs no torch
-
-    run_cli(evaluate, cfg)
+    run_cli("vla.eval.evaluate.evaluate", cfg)  # imported after the checks
 
 
 if __name__ == "__main__":

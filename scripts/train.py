@@ -14,9 +14,7 @@ from vla.training.resume import resume_argv
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float:
-    from vla.training.train import train  # here: --help needs no torch
-
-    metrics = run_cli(train, cfg)
+    metrics = run_cli("vla.training.train.train", cfg)  # imported after the checks
     return metrics.get("success_rate", 0.0)  # the value a Hydra sweeper would optimise
 
 

@@ -8,9 +8,7 @@ from vla.cli import run_cli, run_script
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="visualize")
 def main(cfg: DictConfig) -> None:
-    from vla.eval.visualize import visualize  # here: --help needs no torch
-
-    run_cli(visualize, cfg)
+    run_cli("vla.eval.visualize.visualize", cfg)  # imported after the checks
 
 
 if __name__ == "__main__":

@@ -140,11 +140,14 @@ def test_help_is_a_short_header_not_the_config(capsys):
 
 
 @pytest.mark.slow
-def test_help_imports_neither_torch_nor_lightning():
-    """A script imports its work inside `main`: --help answers without the ~7 s of imports."""
+@pytest.mark.parametrize("args", [["--help"], ["trainer.max_epochs=abc", "hydra.run.dir=RUN"]])
+def test_help_and_a_bad_value_import_neither_torch_nor_lightning(args, tmp_path):
+    """A script imports its work only after the command line's checks: --help and a value of
+    the wrong type answer without the ~7 s of imports."""
+    argv = ["scripts/train.py", *(a.replace("RUN", str(tmp_path / "run")) for a in args)]
     code = (
         "import runpy, sys\n"
-        "sys.argv = ['scripts/train.py', '--help']\n"
+        f"sys.argv = {argv!r}\n"
         "try:\n"
         "    runpy.run_path('scripts/train.py', run_name='__main__')\n"
         "except SystemExit:\n"

@@ -5,6 +5,7 @@ bug) the full traceback, on the console and in the run's log file."""
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 import os
 import shutil
@@ -16,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vla.config import CONF
 from vla.console import setup_console
-from vla.errors import ConfigError, UserError
+from vla.errors import ConfigError, TrainingInterrupted, UserError
 
 # The user's to fix: our own checks, and config errors OmegaConf finds (a missing `???` value,
 # an interpolation to a key that is not there)
@@ -25,7 +26,9 @@ log = logging.getLogger(__name__)
 
 
 def run_cli(fn, cfg):
-    """Runs `fn(cfg)`; the user's error exits with status 2 and one line on stderr, a
+    """Runs `fn(cfg)`; `fn` may be a dotted path ("vla.training.train.train"), imported only
+    after the command line's values are checked, so that a bad one is refused before the
+    seconds of torch and Lightning imports. The user's error exits with status 2 and one line on stderr, a
     non-finite loss with status 1, Ctrl-C with status 130 and one line (in training, after a
     checkpoint is saved; anywhere else, such as collecting demonstrations, without a traceback).
     Any other exception is a bug: it propagates with its traceback, which also goes into the
@@ -33,11 +36,12 @@ def run_cli(fn, cfg):
 
     Set VLA_DEBUG=1 to get the full traceback of the user's errors too.
     """
-    from vla.training.train import TrainingInterrupted
-
     setup_console()
     try:
         check_override_types(cfg)
+        if isinstance(fn, str):
+            module, name = fn.rsplit(".", 1)
+            fn = getattr(importlib.import_module(module), name)
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
         log_to_file(f"error: {e}")

@@ -6,6 +6,8 @@
       CheckpointError     a checkpoint that is missing, unreadable, unsafe or does not fit
       DatasetError        a demonstration set that is missing, incomplete or inconsistent
       StudyError          a study folder without finished training runs
+    TrainingInterrupted Ctrl-C during training, after a checkpoint was saved (not the user's
+                        error: the command says how to resume)
 
 The command-line scripts print a UserError as one line and exit with status 2 (`vla.cli`);
 every other exception is a bug and keeps its traceback. So a check of something the user
@@ -40,3 +42,7 @@ class DatasetError(UserError):
 
 class StudyError(UserError):
     """A folder that holds no training run the study can read."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """Training stopped by Ctrl-C (after saving a checkpoint)."""

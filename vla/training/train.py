@@ -18,7 +18,7 @@ from vla.data.datamodule import ReachDataModule
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
-from vla.errors import ConfigError
+from vla.errors import ConfigError, TrainingInterrupted
 from vla.eval.rollout import rollout
 from vla.eval.runner import check_chunking
 from vla.eval.stats import format_summary, rate_summary
@@ -34,10 +34,6 @@ from vla.training.resume import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class TrainingInterrupted(RuntimeError):
-    """Training stopped by Ctrl-C (after saving a checkpoint)."""
 
 
 def check_config(cfg: DictConfig) -> None:
