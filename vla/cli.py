@@ -36,12 +36,12 @@ def run_cli(fn, cfg):
 
     Set VLA_DEBUG=1 to get the full traceback of the user's errors too.
     """
-    setup_console()
     try:
         check_override_types(cfg)
         if isinstance(fn, str):
             module, name = fn.rsplit(".", 1)
             fn = getattr(importlib.import_module(module), name)
+        setup_console()  # after the imports: Lightning gives itself handlers when imported
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
         log_to_file(f"error: {e}")
