@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
+import runpy
+import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -116,10 +119,6 @@ def run_script_here(script: str, *args: str, capsys) -> tuple[int, str, str]:
     For tests of what a command says and leaves behind, without a subprocess paying the
     ~7 s of imports again. The root logger's handlers (Hydra adds one writing
     <run>/<task>.log) are restored afterwards."""
-    import logging
-    import runpy
-    import sys
-
     root, argv = logging.getLogger(), sys.argv
     handlers, level = list(root.handlers), root.level
     sys.argv = [str(CONF_DIR.parent / "scripts" / script), *args]

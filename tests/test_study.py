@@ -110,9 +110,8 @@ def test_a_sweep_runs_each_seed_as_its_own_job_and_the_study_summarises_it(tmp_p
     )
     assert code == 0, err[-3000:]
     runs = [sweep / str(i) for i in (0, 1)]
-    for run, seed in zip(
-        runs, (1, 2), strict=True
-    ):  # each job its own seed, checkpoint and metrics
+    # each job its own seed, checkpoint and metrics
+    for run, seed in zip(runs, (1, 2), strict=True):
         assert f"seed={seed}" in (run / ".hydra" / "overrides.yaml").read_text()
     a, b = [read_checkpoint(r / "checkpoints" / "last.ckpt")["state_dict"] for r in runs]
     assert any(not torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))

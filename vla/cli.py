@@ -5,13 +5,13 @@ bug) the full traceback, on the console and in the run's log file."""
 from __future__ import annotations
 
 import difflib
-import importlib
 import logging
 import os
 import shutil
 import sys
 from pathlib import Path
 
+from hydra.utils import get_method
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -26,11 +26,13 @@ log = logging.getLogger(__name__)
 
 
 def run_cli(fn, cfg):
-    """Runs `fn(cfg)`; `fn` may be a dotted path ("vla.training.train.train"), imported only
+    """Runs `fn(cfg)`. `fn` may be a dotted path ("vla.training.train.train"), imported only
     after the command line's values are checked, so that a bad one is refused before the
-    seconds of torch and Lightning imports. The user's error exits with status 2 and one line on stderr, a
-    non-finite loss with status 1, Ctrl-C with status 130 and one line (in training, after a
-    checkpoint is saved; anywhere else, such as collecting demonstrations, without a traceback).
+    seconds of torch and Lightning imports.
+
+    The user's error exits with status 2 and one line on stderr, a non-finite loss with
+    status 1, Ctrl-C with status 130 and one line (in training, after a checkpoint is saved;
+    anywhere else, such as collecting demonstrations, without a traceback).
     Any other exception is a bug: it propagates with its traceback, which also goes into the
     run's log file.
 
@@ -39,8 +41,7 @@ def run_cli(fn, cfg):
     try:
         check_override_types(cfg)
         if isinstance(fn, str):
-            module, name = fn.rsplit(".", 1)
-            fn = getattr(importlib.import_module(module), name)
+            fn = get_method(fn)  # Hydra's import of a `_target_`
         setup_console()  # after the imports: Lightning gives itself handlers when imported
         return fn(cfg)
     except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:

@@ -1,4 +1,5 @@
-"""The scaling-up paths, exercised on CPU: DDP over gloo, sweeps, launchers, GPU configs."""
+"""The scaling-up paths, exercised on CPU: DDP over gloo and torchrun, the sweep launchers'
+configs, the GPU recipe (a sweep itself runs in tests/test_study.py)."""
 
 import os
 import subprocess
