@@ -75,13 +75,16 @@ def random_batch(policy: VLAPolicy, batch_size: int = 4, seed: int = 0) -> dict:
     g = torch.Generator().manual_seed(seed)
     size = policy.image_encoder.image_size
     words = ["reach the red circle", "go to the blue square", "find the green triangle"]
-    return {
+    batch = {
         keys.IMAGE: torch.randint(0, 256, (batch_size, size, size, 3), generator=g).to(torch.uint8),
         keys.STATE: torch.rand(batch_size, 4, generator=g),
         keys.TOKENS: policy.tokenizer.encode([words[i % 3] for i in range(batch_size)]),
         keys.ACTION: torch.rand(batch_size, 2, generator=g) * 2 - 1,
         keys.TARGET: torch.rand(batch_size, 2, generator=g),
     }
+    objects = torch.rand(batch_size, 3, 2, generator=g)  # three shapes, the target among them
+    objects[torch.arange(batch_size), torch.arange(batch_size) % 3] = batch[keys.TARGET]
+    return batch | {keys.OBJECTS: objects}
 
 
 def env_frames(n: int = 32, image_size: int = 32):

@@ -10,8 +10,11 @@ A training batch is a dict with these keys:
                                     and the K-1 that follow it in its episode
     ACTION_IS_PAD bool   [B,K]      with chunks: True where the chunk ran past its episode
     TARGET       float32 [B,2]      where the shape to reach now is, arena units in [0,1]^2:
-                                    privileged; only while the training recipe's
-                                    target-keypoint loss is on
+                                    privileged; only while a training-only loss uses it
+    OBJECTS      float32 [B,M,2]    where every shape in the scene is (M = env.num_targets),
+                                    arena units: privileged, with TARGET
+    OBJECT_PAIRS int64   [B,M]          the colour+shape of each (index into grammar.PAIRS),
+                                    likewise
 The data module's tensors add one more, per step, to look up each step's tokens and chunk:
     EPISODE      int64   [N]        the episode of each step
 """
@@ -21,6 +24,8 @@ STATE = "state"
 TOKENS = "tokens"
 ACTION = "action"
 TARGET = "target"
+OBJECTS = "objects"
+OBJECT_PAIRS = "object_pairs"
 INSTRUCTION = "instruction"  # raw text, in env observations
 ACTION_IS_PAD = "action_is_pad"  # bool [B,K]: chunk steps past the episode's end
 EPISODE = "episode"  # int64 [N]: the episode of each step (data module tensors, not batches)

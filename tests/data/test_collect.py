@@ -24,7 +24,7 @@ def test_round_trip(tmp_path):
     assert demos.num_episodes == meta["num_episodes"] == 20
     assert demos.num_steps == meta["num_steps"] == len(demos.image)
     assert meta["success_rate"] >= 0.95 and meta["seeds"] == {"start": 5, "stop": 25}
-    assert meta["env"]["image_size"] == 32 and meta["format_version"] == FORMAT_VERSION == 3
+    assert meta["env"]["image_size"] == 32 and meta["format_version"] == FORMAT_VERSION == 4
     assert demos.image.dtype == np.uint8 and demos.image.shape[1:] == (32, 32, 3)
     assert demos.state.shape == (demos.num_steps, 4) and demos.action.shape == (demos.num_steps, 2)
     # episodes are contiguous and in order
@@ -37,12 +37,28 @@ def test_round_trip(tmp_path):
     np.testing.assert_array_equal(demos.image[demos.episode_start[3]], obs["image"])
     assert demos.instructions[3] == obs["instruction"]
     assert demos.target_pair[demos.episode_start[3]] == info["target_pair"]
+    # every shape's centre, per step: the one to reach now is among them
+    env = ReachEnv(**ENV)
+    env.reset(seed=5 + 3)
+    first = demos.episode_start[3]
+    assert demos.object_centres.shape == (demos.num_steps, 3, 2)
+    np.testing.assert_allclose(demos.object_centres[first], env.object_centres, atol=1e-6)
+    gaps = np.abs(demos.object_centres - demos.target_position[:, None]).sum(-1).min(-1)  # [N]
+    np.testing.assert_allclose(gaps, 0, atol=1e-6)
 
 
 def test_parallel_collection_matches_serial(tmp_path):
     a = load_demos(collect(ENV, tmp_path / "a", 24, progress=False))
     b = load_demos(collect(ENV, tmp_path / "b", 24, num_workers=2, progress=False))
-    for k in ("image", "state", "action", "episode", "episode_start", "target_pair"):
+    for k in (
+        "image",
+        "state",
+        "action",
+        "episode",
+        "episode_start",
+        "target_pair",
+        "object_centres",
+    ):
         np.testing.assert_array_equal(getattr(a, k), getattr(b, k))
     assert a.instructions == b.instructions
 

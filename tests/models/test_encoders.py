@@ -138,3 +138,28 @@ def test_blocks_over_the_words_make_the_pooled_instruction_depend_on_their_order
         pooled = [masked_mean(*enc(t)) for t in (ids[:1], swapped)]  # [1,D] each
         assert torch.allclose(*pooled, atol=1e-6) != order_matters
     assert TextEncoder(16, depth=2).flops(5) == 2 * TextEncoder(16, depth=1).flops(5) > 0
+
+
+def test_referent_positions_count_within_each_referent():
+    torch.manual_seed(0)
+    tok = Tokenizer()
+    ids = tok.encode(["reach the red circle then the blue square then the green star"])
+    enc = TextEncoder(d_model=16, referent_positions=True, referent_jitter=3).eval()
+    number = torch.tensor([0] * 4 + [1] * 4 + [2] * 4)  # "then" opens a referent
+    within = torch.tensor([0, 1, 2, 3] * 3)  # the position inside it
+    expected = enc.referent_embed.weight[number] + enc.pos.table[within]  # [12,D]
+    torch.testing.assert_close(enc.referent_codes(ids)[0], expected)
+    # a three-step chain meets no position a two-step one lacks; only referent 2 is new
+    two = enc.referent_codes(tok.encode(["reach the red circle then the blue square"]))
+    torch.testing.assert_close(two[0], expected[:8])
+    # training shifts every referent number of an instruction by one offset in 0..jitter
+    enc.train()
+    shifts = set()
+    for _ in range(40):
+        codes = enc.referent_codes(ids)[0] - enc.pos.table[within]  # [12,D]
+        shift = (codes[:, None] - enc.referent_embed.weight[None]).abs().sum(-1).argmin(-1) - number
+        assert len(set(shift.tolist())) == 1
+        shifts.add(int(shift[0]))
+    assert shifts == {0, 1, 2, 3}
+    with pytest.raises(ConfigError, match="referent_jitter=-1"):
+        TextEncoder(d_model=16, referent_positions=True, referent_jitter=-1)

@@ -13,7 +13,17 @@ import torch
 from einops import rearrange
 
 from vla.data.chunks import chunk_indices
-from vla.keys import ACTION, ACTION_IS_PAD, EPISODE, IMAGE, STATE, TARGET, TOKENS
+from vla.keys import (
+    ACTION,
+    ACTION_IS_PAD,
+    EPISODE,
+    IMAGE,
+    OBJECT_PAIRS,
+    OBJECTS,
+    STATE,
+    TARGET,
+    TOKENS,
+)  # fmt: skip
 
 
 class TensorBatches:
@@ -102,6 +112,9 @@ class TensorBatches:
             }
             if TARGET in self.tensors:  # the named target's position, for auxiliary losses
                 batch[TARGET] = self.tensors[TARGET][b]  # [B,2]
+            if OBJECTS in self.tensors:  # every shape's position and what it is, likewise
+                batch[OBJECTS] = self.tensors[OBJECTS][b]  # [B,M,2]
+                batch[OBJECT_PAIRS] = self.tensors[OBJECT_PAIRS][b]  # [B,M]
             if chunked:
                 batch[ACTION_IS_PAD] = self.chunk_is_pad[b]  # [B,K]
             yield batch

@@ -24,7 +24,7 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
     env = ReachEnv(**env_kwargs)
     expert = ScriptedExpert(noise_std=noise_std)
     images, states, actions, lengths, pairs, texts, successes = [], [], [], [], [], [], []
-    targets = []
+    targets, objects, object_pairs = [], [], []
     for seed in seeds:
         obs, info = env.reset(seed=seed)
         texts.append(obs[INSTRUCTION])
@@ -36,6 +36,8 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
             states.append(obs[STATE])
             actions.append(label)
             targets.append(env.target_position.astype(np.float32))  # the shape to reach now
+            objects.append(env.object_centres.astype(np.float32))  # every shape [M,2]
+            object_pairs.append(env.object_pairs.astype(np.int32))  # what each is [M]
             pairs.append(info["target_pair"])
             obs, _, terminated, truncated, info = env.step(executed)
             steps += 1
@@ -50,6 +52,8 @@ def rollout_episodes(env_kwargs: dict, seeds: list[int], noise_std: float) -> di
         lengths=lengths,
         pairs=pairs,
         targets=targets,
+        objects=objects,
+        object_pairs=object_pairs,
         instructions=texts,
         successes=successes,
     )
@@ -109,6 +113,8 @@ def collect(
         "episode_start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
         "target_pair": np.array([q for p in parts for q in p["pairs"]], dtype=np.int32),
         "target_position": np.stack([t for p in parts for t in p["targets"]]),
+        "object_centres": np.stack([o for p in parts for o in p["objects"]]),
+        "object_pairs": np.stack([o for p in parts for o in p["object_pairs"]]),
     }
     instructions = [t for p in parts for t in p["instructions"]]
     success_rate = float(np.mean([s for p in parts for s in p["successes"]]))

@@ -19,7 +19,7 @@ from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
 from vla.errors import ConfigError
-from vla.keys import ACTION, EPISODE, IMAGE, STATE, TARGET, TOKENS
+from vla.keys import ACTION, EPISODE, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,8 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `model.chunk_size`).
-        target: batches carry TARGET, where the named target is (privileged): on only while
-            the training recipe's target-keypoint loss uses it (`BCModule.uses_target`).
+        target: batches carry TARGET and OBJECTS, where the named target and every shape are
+            (privileged): on only while a training-only loss uses them (`BCModule.uses_target`).
         prepare_per_node: collect missing demonstrations once per node (a node-local `dir`)
             instead of once in all (a `dir` every node shares). Either way one process
             collects and the others wait, then load what it wrote.
@@ -136,6 +136,8 @@ class ReachDataModule(L.LightningDataModule):
         }
         if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
             self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
+            self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))  # [N,M,2]
+            self.tensors[OBJECT_PAIRS] = torch.from_numpy(d.object_pairs.astype(np.int64))  # [N,M]
         first_val_step = (
             int(d.episode_start[d.num_episodes - self.val_episodes])
             if (self.val_episodes)

@@ -18,6 +18,10 @@ Layout (one memory-mappable `.npy` per field; N steps, E episodes):
                                           each step (a sequence moves on from one to the next)
     target_position.npy float32 [N,2]     where that shape is (arena units); privileged, for
                                           optional auxiliary losses only
+    object_centres.npy  float32 [N,M,2]   where every shape in the scene is (M shapes, arena
+                                          units); privileged, likewise
+    object_pairs.npy    int32 [N,M]       what every shape is (index into grammar.PAIRS);
+                                          privileged, likewise
     instructions.json   [E] strings
     meta.json           counts, expert success rate, env config, seeds, format version, shapes
 """
@@ -35,9 +39,10 @@ import numpy as np
 
 from vla.errors import DatasetError
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 ARRAYS = (
     "image", "state", "action", "episode", "episode_start", "target_pair", "target_position",
+    "object_centres", "object_pairs",
 )  # fmt: skip
 
 
@@ -46,7 +51,8 @@ class Demos:
     """A demonstration set. Arrays are memory-mapped unless loaded with `mmap=False`.
 
     image [N,H,W,3] uint8, state [N,4], action [N,2], episode [N] (episode of each step),
-    episode_start [E], target_pair [N], target_position [N,2], instructions: E strings.
+    episode_start [E], target_pair [N], target_position [N,2], object_centres [N,M,2],
+    object_pairs [N,M],    instructions: E strings.
     """
 
     path: Path
@@ -58,6 +64,8 @@ class Demos:
     episode_start: np.ndarray
     target_pair: np.ndarray
     target_position: np.ndarray
+    object_centres: np.ndarray
+    object_pairs: np.ndarray
     instructions: list[str]
 
     @property
@@ -161,7 +169,15 @@ def load_demos(path, mmap: bool = True) -> Demos:
     problems = []
     if len(arrays["image"]) != n:
         problems.append(f"{len(arrays['image'])} frames but num_steps={n}")
-    per_step = ("state", "action", "episode", "target_pair", "target_position")
+    per_step = (
+        "state",
+        "action",
+        "episode",
+        "target_pair",
+        "target_position",
+        "object_centres",
+        "object_pairs",
+    )
     if any(len(arrays[k]) != n for k in per_step):
         problems.append("per-step arrays have different lengths")
     if len(arrays["episode_start"]) != e:

@@ -131,6 +131,16 @@ class ReachEnv(gym.Env):
         now = self._now()
         return None if now < 0 else self._centres[now]
 
+    @property
+    def object_centres(self) -> np.ndarray:
+        """Centres of every shape in the scene [M,2], in the order they were drawn."""
+        return self._centres
+
+    @property
+    def object_pairs(self) -> np.ndarray:
+        """Colour+shape of every shape in the scene [M] (indices into `grammar.PAIRS`)."""
+        return np.asarray(self._pairs, dtype=np.int64)
+
     def _now(self) -> int:
         """Index of the shape to reach now (the last one once all are reached); -1: none."""
         if not self._targets:

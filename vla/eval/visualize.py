@@ -1,4 +1,5 @@
-"""visualize(cfg): PNGs of the readout's attention over patches and words, per layer.
+"""visualize(cfg): PNGs of the readout's attention over patches and words, per layer, and for
+a policy with object tokens, what each slot found and which one the pointer picked.
 
 With action chunks the action executed at step t was predicted at the last query step q <= t,
 so the picture for step t shows that query's observation and attention (its caption says so).
@@ -18,6 +19,7 @@ from vla.envs.config import env_changes
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
+from vla.eval.objects_figure import objects_figure, slot_maps
 from vla.eval.run_folder import resolve_ckpt_path
 from vla.eval.runner import PolicyRunner
 from vla.keys import IMAGE, INSTRUCTION, STATE
@@ -60,8 +62,17 @@ def visualize(cfg: DictConfig) -> list[Path]:
                 path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"
                 Image.fromarray(figure).save(path)
                 written.append(path)
+                if policy.objects is not None:
+                    where, xy, probs = slot_maps(policy, batch)
+                    figure = objects_figure(
+                        query_frame, where[0], xy[0], None if probs is None else probs[0],
+                        query_obs[INSTRUCTION], note,
+                    )  # fmt: skip
+                    path = out_dir / f"objects_ep{e:02d}_t{t:02d}.png"
+                    Image.fromarray(figure).save(path)
+                    written.append(path)
             obs, _, terminated, truncated, _ = env.step(runner.act(obs))
             if terminated or truncated:
                 break
-    log.info(f"{len(written)} attention pictures written to {out_dir}")
+    log.info(f"{len(written)} pictures written to {out_dir}")
     return written

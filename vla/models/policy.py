@@ -2,12 +2,13 @@
 
     image [B,H,W,3] ─ ImageEncoder (FiLM(instruction) on content) ─> [B,Np,D] ─ + type ─┐
     image [B,H,W,3] ─ KeypointEncoder (spatial softmax) ─> keypoints [B,Nk,D] ─ + type ─┤
+    image [B,H,W,3] ─ ObjectEncoder (slots, what + where) ─> objects [B,No,D] ─ + type ─┤
     tokens [B,L] ──── TextEncoder ──> words   [B,L,D] ────────────────────── + type ─┤ concat
     state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] ────────────────────── + type ─┤ [B,T,D]
     ("self" readout) learned queries [B,R,D] ─────────────────────────────── + type ─┘
                                                                                      │
                      TransformerEncoder (PAD words masked as keys) ─> Readout ─> [B,R,D]
-                                                                                     │
+                     (with a Pointer: + where the readout points among the objects)  │
                  head: loss vs normalised action chunk / predict ─> unnormalise ─> [B,K,A]
 
 A chunk holds this step's action and the K-1 that follow it (K = `chunk_size`, ACT's action
@@ -38,6 +39,8 @@ from vla.models.heads import ActionHead
 from vla.models.image_encoder import ImageEncoder
 from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
+from vla.models.objects import ObjectEncoder
+from vla.models.pointer import Pointer
 from vla.models.readout import Readout
 from vla.models.state_encoder import StateEncoder
 from vla.models.text_encoder import TextEncoder
@@ -50,7 +53,10 @@ class Encoding(NamedTuple):
 
     features: Tensor  # readout features [B,R,D]
     keypoints_xy: Tensor | None  # keypoints [B,K,2] in [-1,1] (None: no keypoint tokens)
-    weights: list[Tensor] | None  # attention weights, when asked (see `encode`)
+    objects_xy: Tensor | None = None  # object slots [B,No,2] in [-1,1] (None: no objects)
+    object_tokens: Tensor | None = None  # their tokens [B,No,D], before the encoder
+    pointer_logits: Tensor | None = None  # [B,No] over the objects (None: no pointer)
+    weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
 
 
 def action_chunk(batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor | None]:
@@ -77,6 +83,10 @@ class VLAPolicy(nn.Module):
         film: optional FiLM conditioning of the patches on the instruction (None: off).
         keypoints: optional spatial-softmax keypoint tokens, placed after the patches
             (None: off).
+        objects: optional object tokens (what + where, not conditioned on the instruction),
+            placed after the keypoints (None: off).
+        pointer: optional pointer from the readout over the object tokens, whose pointed
+            position is added to the readout features (needs `objects`).
         n_action_steps: N, actions of each predicted chunk executed before the next query
             (1 <= N <= head.chunk_size): what the policy was trained for, and what
             `PolicyRunner` executes unless told otherwise.
@@ -96,9 +106,13 @@ class VLAPolicy(nn.Module):
         d_model: int,
         film: FiLM | None = None,
         keypoints: KeypointEncoder | None = None,
+        objects: ObjectEncoder | None = None,
+        pointer: Pointer | None = None,
         n_action_steps: int = 1,
     ):
         super().__init__()
+        if pointer is not None and objects is None:
+            raise ConfigError("a pointer points at object tokens: it needs model/objects")
         if not 1 <= n_action_steps <= head.chunk_size:
             raise ConfigError(
                 f"n_action_steps={n_action_steps} must be between 1 and the head's "
@@ -107,7 +121,7 @@ class VLAPolicy(nn.Module):
         self.n_action_steps = n_action_steps
         parts = dict(image_encoder=image_encoder, text_encoder=text_encoder, film=film)
         parts |= dict(state_encoder=state_encoder, keypoints=keypoints, encoder=encoder)
-        parts |= dict(readout=readout, head=head)
+        parts |= dict(objects=objects, pointer=pointer, readout=readout, head=head)
         checks = [  # (name, value, name of the value it must equal, that value)
             (f"{name}.d_model", part.d_model, "d_model", d_model)
             for name, part in parts.items()
@@ -133,12 +147,15 @@ class VLAPolicy(nn.Module):
         self.state_encoder = state_encoder
         self.film = film
         self.keypoints = keypoints
+        self.objects = objects
+        self.pointer = pointer
         self.encoder = encoder
         self.readout = readout
         self.head = head
         self.normalizer = normalizer
         # one vector per token group, so attention can tell a patch from a word from the state
-        groups = ["image"] + (["keypoints"] if keypoints is not None else []) + ["text", "state"]
+        groups = ["image"] + (["keypoints"] if keypoints is not None else [])
+        groups += (["objects"] if objects is not None else []) + ["text", "state"]
         groups += ["readout"] if readout.in_sequence else []
         self.type_embed = nn.ParameterDict(
             {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in groups}
@@ -166,6 +183,8 @@ class VLAPolicy(nn.Module):
         sizes = {"image": self.image_encoder.num_patches}
         if self.keypoints is not None:
             sizes["keypoints"] = self.keypoints.num_keypoints
+        if self.objects is not None:
+            sizes["objects"] = self.objects.num_slots
         sizes["text"] = self.tokenizer.max_len if num_words is None else num_words
         sizes["state"] = 1
         if self.readout.in_sequence:
@@ -194,7 +213,8 @@ class VLAPolicy(nn.Module):
                 a "cross" readout its weights [B,H,R,T]).
 
         Returns:
-            Encoding: features [B,R,D], keypoints_xy [B,K,2] (with keypoint tokens) and the
+            Encoding: features [B,R,D], keypoints_xy [B,K,2] (with keypoint tokens),
+            objects_xy [B,No,2] and pointer_logits [B,No] (with objects, a pointer) and the
             weights (when asked).
         """
         B = image.shape[0]
@@ -215,6 +235,11 @@ class VLAPolicy(nn.Module):
             points = self.keypoints.embed(xy)  # [B,K,2] -> [B,K,D]
             seq.append(points + te["keypoints"])
             masks.append(visible.expand(B, points.shape[1]))
+        objects_xy = objects = None
+        if self.objects is not None:
+            objects, objects_xy = self.objects(image)  # [B,H,W,3] -> [B,No,D], [B,No,2]
+            seq.append(objects + te["objects"])
+            masks.append(visible.expand(B, objects.shape[1]))
         seq += [words + te["text"], state_tok + te["state"]]
         masks += [pad_mask, visible]
         if self.readout.in_sequence:
@@ -223,13 +248,20 @@ class VLAPolicy(nn.Module):
         x = torch.cat(seq, dim=1)  # -> [B,T,D]
         mask = torch.cat(masks, dim=1)  # -> [B,T], True = PAD
 
+        weights = None
         if not need_weights:
             x = self.encoder(x, mask, cond=instruction)  # [B,T,D]
             features = self.readout(x, mask, instruction=instruction)  # [B,T,D] -> [B,R,D]
-            return Encoding(features, xy, None)
-        x, weights = self.encoder(x, mask, need_weights=True, cond=instruction)
-        features, cross = self.readout(x, mask, need_weights=True, instruction=instruction)
-        return Encoding(features, xy, weights + ([cross] if cross is not None else []))
+        else:
+            x, weights = self.encoder(x, mask, need_weights=True, cond=instruction)
+            features, cross = self.readout(x, mask, need_weights=True, instruction=instruction)
+            weights += [cross] if cross is not None else []
+        logits = None
+        if self.pointer is not None:  # the readout picks an object; its position joins in
+            objects_out = x[:, self.token_layout(tokens.shape[1])["objects"]]  # [B,No,D]
+            logits, pointed = self.pointer(features, objects_out, objects_xy)  # [B,No], [B,D]
+            features = features + pointed[:, None]  # [B,R,D]
+        return Encoding(features, xy, objects_xy, objects, logits, weights)
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units)."""

@@ -9,15 +9,24 @@ detector are conditioned on), are a bag of words: "the red circle then the blue 
 "the blue square then the red circle" pool to the same vector. Blocks over the words first
 make each word's token depend on its neighbours, so the pooled vector can say which shape
 comes first (as a language model's encoding of an instruction does in a VLA).
+
+With `referent_positions`, a word's position counts from the start of its referent (the
+instruction's start, or its "then") and a second embedding says which referent it is in:
+"reach the red circle then the blue square then the green star" then uses the same positions
+for each of its referents, so a three-step chain meets no position a two-step one never
+trained. `referent_jitter` adds a random offset in [0, jitter] to every instruction's referent
+numbers while training (randomised positions, Ruoss et al. 2023), so numbers past the longest
+trained chain are trained too, and only their order carries meaning.
 """
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
 from vla.models.positions import PositionEmbedding1D, check_pos_emb
-from vla.models.tokenizer import PAD_ID, Tokenizer
+from vla.models.tokenizer import PAD_ID, Tokenizer, default_vocabulary
 from vla.models.transformer import EncoderBlock
 
 
@@ -31,6 +40,9 @@ class TextEncoder(nn.Module):
         pos_emb: "learned" | "sinusoidal" | "none".
         depth: Transformer blocks over the words (0: none, the embeddings as they are).
         n_heads, mlp_ratio, dropout, attn_impl: of those blocks.
+        referent_positions: positions count within each referent, plus a referent number.
+        referent_jitter: while training, referent numbers start at a random value in
+            [0, referent_jitter] (0: always at 0).
     """
 
     def __init__(
@@ -44,6 +56,8 @@ class TextEncoder(nn.Module):
         mlp_ratio: float = 4,
         dropout: float = 0.0,
         attn_impl: str = "sdpa",
+        referent_positions: bool = False,
+        referent_jitter: int = 0,
     ):
         super().__init__()
         check_pos_emb(pos_emb)
@@ -59,6 +73,13 @@ class TextEncoder(nn.Module):
         self.pos = PositionEmbedding1D(self.max_len, d_model, pos_emb)
         if depth < 0:
             raise ConfigError(f"text_encoder.depth={depth} must be >= 0")
+        if referent_jitter < 0:
+            raise ConfigError(f"text_encoder.referent_jitter={referent_jitter} must be >= 0")
+        self.referent_positions, self.referent_jitter = referent_positions, referent_jitter
+        if referent_positions:  # "then" opens a referent; a referent number per word
+            self.then_id = default_vocabulary().index("then")
+            self.referent_embed = nn.Embedding(self.max_len + referent_jitter, d_model)
+            nn.init.normal_(self.referent_embed.weight, std=0.02)
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, n_heads, mlp_ratio, dropout, attn_impl) for _ in range(depth)
         )
@@ -72,11 +93,30 @@ class TextEncoder(nn.Module):
             words [B,L,D] and pad_mask bool [B,L] (True = PAD).
         """
         B, L = tokens.shape
-        words = self.pos(self.embed(tokens))  # [B,L] -> [B,L,D]
+        if self.referent_positions:
+            words = self.embed(tokens) + self.referent_codes(tokens)  # [B,L] -> [B,L,D]
+        else:
+            words = self.pos(self.embed(tokens))  # [B,L] -> [B,L,D]
         pad_mask = tokens == PAD_ID
         for block in self.blocks:
             words = block(words, key_padding_mask=pad_mask)  # [B,L,D]
         return words, pad_mask
+
+    def referent_codes(self, tokens: Tensor) -> Tensor:
+        """Position within the referent plus referent number, for ids [B,L] -> [B,L,D]."""
+        B, L = tokens.shape
+        index = torch.arange(L, device=tokens.device).expand(B, L)  # [B,L]
+        opens = tokens == self.then_id  # [B,L]
+        number = opens.long().cumsum(-1)  # [B,L]: 0 before the first "then", 1 after, ...
+        start = torch.where(opens, index, torch.zeros_like(index)).cummax(-1).values  # [B,L]
+        if self.training and self.referent_jitter:
+            number = number + torch.randint(
+                0, self.referent_jitter + 1, (B, 1), device=tokens.device
+            )
+        codes = self.referent_embed(number)  # [B,L,D]
+        if self.pos.table is not None:
+            codes = codes + self.pos.table[index - start]  # [B,L,D]
+        return codes
 
     def flops(self, num_words: int) -> int:
         """Forward FLOPs of the blocks over `num_words` words (the embedding is a lookup)."""

@@ -12,10 +12,12 @@ import torch
 from torch import nn
 
 from vla.checkpoint import vla_payload
+from vla.envs.grammar import COLOURS, PAIRS, SHAPES
 from vla.errors import ConfigError
-from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
+from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
 from vla.models.heads.base import flatten_readouts, mean_over_real_steps
 from vla.models.policy import Encoding, VLAPolicy, action_chunk
+from vla.training.objects import object_losses
 
 
 def target_position_loss(guess: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -31,7 +33,12 @@ def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> to
     return target_position_loss(keypoints_xy[:, 0], target)
 
 
-AUXILIARY_LOSSES = ("target_keypoint_weight", "target_position_weight")
+AUXILIARY_LOSSES = (
+    "target_keypoint_weight", "target_position_weight", "object_slot_weight", "pointer_weight",
+    "object_attribute_weight",
+)  # fmt: skip
+# (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
+PAIR_ATTRIBUTES = torch.tensor([(list(COLOURS).index(c), SHAPES.index(s)) for c, s in PAIRS])
 
 
 def auxiliary_weights(model_cfg) -> dict[str, float]:
@@ -58,6 +65,13 @@ class BCModule(L.LightningModule):
             features that must say where the shape to reach now is (0: off). The probe is
             this module's, not the policy's: it shapes what the readout carries, and no
             rollout ever sees it.
+        object_slot_weight: weight of an auxiliary loss matching the object slots to every
+            shape's centre, one slot per shape (0: off; needs model/objects).
+        pointer_weight: weight of the pointer's cross-entropy against the slot matched to the
+            shape to reach now (0: off; needs a pointer).
+        object_attribute_weight: weight of linear probes that must tell each shape's colour
+            and kind from the token of the slot matched to it (0: off; needs model/objects):
+            what a word can name, kept apart in what a slot carries.
     """
 
     def __init__(
@@ -70,6 +84,9 @@ class BCModule(L.LightningModule):
         nonfinite: str = "raise",
         target_keypoint_weight: float = 0.0,
         target_position_weight: float = 0.0,
+        object_slot_weight: float = 0.0,
+        pointer_weight: float = 0.0,
+        object_attribute_weight: float = 0.0,
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
@@ -84,6 +101,20 @@ class BCModule(L.LightningModule):
             )
         if target_position_weight < 0:
             raise ConfigError(f"model.target_position_weight={target_position_weight} must be >= 0")
+        for name, weight, needs, part in [
+            ("object_slot_weight", object_slot_weight, "model/objects", policy.objects),
+            ("pointer_weight", pointer_weight, "model/pointer", policy.pointer),
+            ("object_attribute_weight", object_attribute_weight, "model/objects", policy.objects),
+        ]:
+            if weight < 0:
+                raise ConfigError(f"model.{name}={weight} must be >= 0")
+            if weight > 0 and part is None:
+                raise ConfigError(f"model.{name}={weight} needs {needs}, which this model lacks")
+        self.object_slot_weight, self.pointer_weight = object_slot_weight, pointer_weight
+        self.object_attribute_weight = object_attribute_weight
+        if object_attribute_weight > 0:  # object tokens [B,K,D] -> colour, kind logits
+            self.colour_probe = nn.Linear(policy.d_model, len(COLOURS))
+            self.shape_probe = nn.Linear(policy.d_model, len(SHAPES))
         self.target_keypoint_weight = target_keypoint_weight
         self.target_position_weight = target_position_weight
         if target_position_weight > 0:  # readout features [B,R*D] -> where to go [B,2]
@@ -99,7 +130,9 @@ class BCModule(L.LightningModule):
     @property
     def uses_target(self) -> bool:
         """Whether batches must carry TARGET (the named target's position)."""
-        return self.target_keypoint_weight > 0 or self.target_position_weight > 0
+        weights = (self.target_keypoint_weight, self.target_position_weight)
+        weights += (self.object_slot_weight, self.pointer_weight, self.object_attribute_weight)
+        return max(weights) > 0
 
     def setup(self, stage: str) -> None:
         """The policy's units come from the training split (set after the data is prepared,
@@ -124,6 +157,22 @@ class BCModule(L.LightningModule):
             aux = target_position_loss(guess, batch[TARGET])
             loss = loss + self.target_position_weight * aux
             logs = logs | {"target_position_mse": aux.detach()}
+        if max(self.object_slot_weight, self.pointer_weight, self.object_attribute_weight) > 0:
+            pointer = encoding.pointer_logits if self.pointer_weight > 0 else None
+            attributes = None
+            if self.object_attribute_weight > 0:
+                tokens = encoding.object_tokens  # [B,K,D]
+                labels = PAIR_ATTRIBUTES.to(tokens.device)[batch[OBJECT_PAIRS]]  # [B,M,2]
+                attributes = (self.colour_probe(tokens), self.shape_probe(tokens), labels)
+            aux = object_losses(
+                encoding.objects_xy, pointer, batch[OBJECTS], batch[TARGET], attributes
+            )
+            loss = loss + self.object_slot_weight * aux["slot_mse"]
+            if pointer is not None:
+                loss = loss + self.pointer_weight * aux["pointer_ce"]
+            if attributes is not None:
+                loss = loss + self.object_attribute_weight * aux["attribute_ce"]
+            logs = logs | {k: v.detach() for k, v in aux.items()}
         return loss, logs, encoding
 
     def training_step(self, batch, batch_idx):
