@@ -106,6 +106,7 @@ def evaluate(cfg: DictConfig) -> dict:
         gifs.append(str(save_gif(frames, name.with_suffix(".gif"))))
         mp4s.append(str(save_mp4(frames, name.with_suffix(".mp4"))))
     metrics["gifs"], metrics["videos"] = gifs, mp4s
+    metrics["episodes"] = first.episodes()
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     for line in format_table(metrics).splitlines():
         log.info(line)
@@ -134,8 +135,8 @@ def check_instruction(policy, text: str) -> str:
 
 
 def format_table(metrics: dict) -> str:
-    """Success with its 95% interval and episode count, overall and by family, colour and
-    shape; steps and queries; the ablations side by side."""
+    """Success with its 95% interval and episode count, overall and by family, colour, shape
+    and relation word; steps and queries; the ablations side by side."""
 
     def rate(m: dict) -> str:
         return "n/a" if m["success_rate"] is None else format_summary(m)
@@ -146,7 +147,7 @@ def format_table(metrics: dict) -> str:
         ("mean queries", f"{metrics['mean_queries']:.1f}"),
     ]
     if metrics["success_rate"] is not None:
-        for key in ("family", "colour", "shape"):
+        for key in ("family", "colour", "shape", "relation"):
             rows += [(f"  {key} {k}", rate(v)) for k, v in metrics[f"success_by_{key}"].items()]
     rows += [(f"ablate {k}", rate(m)) for k, m in metrics.get("ablations", {}).items()]
     width = max(len(k) for k, _ in rows)
