@@ -60,6 +60,21 @@ def level_env(trained: dict, level: Level) -> dict:
     return {**trained, "split": "train", **level.env}
 
 
+def applicable(trained_env: dict, levels: list[Level]) -> list[tuple[Level, dict]]:
+    """(level, its env) for every level whose env can be built from the checkpoint's; the
+    others (e.g. relations in a scene of one shape) are logged and left out."""
+    kept = []
+    for level in levels:
+        env = level_env(trained_env, level)
+        try:
+            ReachEnv(**env)
+        except (ConfigError, ValueError) as e:  # e.g. relations with one shape: it does not apply
+            log.info(f"level {level.name}: not run for this checkpoint ({e})")
+            continue
+        kept.append((level, env))
+    return kept
+
+
 def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **rollout_kwargs):
     """Rolls the policy out on each level; writes the tables, chart and GIFs into `out_dir`.
 
@@ -69,13 +84,7 @@ def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **r
     rows, writer, scenes = [], SummaryWriter(str(out_dir / "tensorboard")), []
     (out_dir / "levels").mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    for i, level in enumerate(levels):
-        env = level_env(trained_env, level)
-        try:
-            ReachEnv(**env)
-        except (ConfigError, ValueError) as e:  # e.g. relations with one shape: it does not apply
-            log.info(f"level {level.name}: not run for this checkpoint ({e})")
-            continue
+    for i, (level, env) in enumerate(applicable(trained_env, levels)):
         t = time.perf_counter()
         result = rollout(policy, env, record=1, **rollout_kwargs)
         m = result.metrics()
