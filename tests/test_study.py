@@ -12,7 +12,10 @@ from tests.builders import run_script_here
 from vla.checkpoint import load_policy, read_checkpoint
 from vla.data.seeds import TEST_SEED_START
 from vla.eval.rollout import rollout
-from vla.study import Run, find_runs, group_rows, markdown, recipe_of, summarize, time_to
+from vla.eval.stats import rate_summary
+from vla.study import summarize
+from vla.study.report import group_rows, markdown
+from vla.study.runs import Run, find_runs, recipe_of, time_to
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,8 +139,11 @@ def test_a_sweep_runs_each_seed_as_its_own_job_and_the_study_summarises_it(tmp_p
     assert (sweep / "study.md").read_text().startswith("| recipe |")
 
 
-def write_suite(folder: Path, ckpt_path: Path, rates: dict[str, float], n: int = 200) -> None:
-    """An eval.py suite folder: its Hydra record (an eval config) and suite.json."""
+def write_suite(
+    folder: Path, ckpt_path: Path, rates: dict[str, float], n: int = 200, words=None
+) -> None:
+    """An eval.py suite folder: its Hydra record (an eval config) and suite.json; `words`:
+    the relation level's success by relation word."""
     (folder / ".hydra").mkdir(parents=True)
     config = {"task_name": "eval", "ckpt_path": str(ckpt_path)}
     (folder / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
@@ -149,6 +155,7 @@ def write_suite(folder: Path, ckpt_path: Path, rates: dict[str, float], n: int =
             ci95=[v - 0.1, v],
             num_episodes=n,
             mean_steps=9.0,
+            success_by_relation=(words or {}) if k == "relation" else {},
         )  # fmt: skip
         for k, v in rates.items()
     ]
@@ -157,10 +164,12 @@ def write_suite(folder: Path, ckpt_path: Path, rates: dict[str, float], n: int =
 
 
 def test_suites_join_their_training_runs_and_report_worst_and_median_seeds(tmp_path):
-    for seed, rate in enumerate([0.9, 0.5, 0.7]):
+    for seed, (rate, nearest) in enumerate([(0.9, 18), (0.5, 5), (0.7, 11)]):
         write_run(tmp_path / f"run{seed}", {"seed": seed}, [f"seed={seed}"])
         ckpt = tmp_path / f"run{seed}" / ("checkpoints/last.ckpt" if seed else "")
-        write_suite(tmp_path / f"run{seed}" / "suite", ckpt, {"name": 1.0, "relation": rate})
+        words = {"nearest": rate_summary(nearest, 20), "leftmost": rate_summary(20, 20)}
+        rates = {"name": 1.0, "relation": rate}
+        write_suite(tmp_path / f"run{seed}" / "suite", ckpt, rates, words=words)
     summary = summarize(tmp_path)
     assert len(summary["runs"]) == 3  # the suite folders are not training runs
     name, relation = summary["suites"]
@@ -170,6 +179,14 @@ def test_suites_join_their_training_runs_and_report_worst_and_median_seeds(tmp_p
     assert (
         "| relation | in-distribution | `(defaults)` | 70.0% / 50.0% | 0: 90.0% [80.0, 90.0] of 200;"
         in table
+    )
+    leftmost, nearest = summary["suites_by_relation"]
+    assert (nearest["relation"], nearest["worst"], nearest["median"]) == ("nearest", 0.25, 0.55)
+    assert leftmost["relation"] == "leftmost" and leftmost["worst"] == 1.0
+    # each seed's rate by relation word with its Wilson interval: 18 of 20 is [69.9, 97.2]
+    assert (
+        "| relation | nearest | `(defaults)` | 55.0% / 25.0% | 0: 90.0% [69.9, 97.2] of 20; "
+        "1: 25.0% [11.2, 46.9] of 20; 2: 55.0% [34.2, 74.2] of 20 |" in table
     )
     # the study's own table gives each final rate its interval and episodes
     assert "| `(defaults)` | 0 | 50.0% [" in (tmp_path / "study.md").read_text()

@@ -9,9 +9,16 @@ import pytest
 
 from tests.builders import run_script_here
 from vla.data.collect import collect
-from vla.data.dataset import FORMAT_VERSION, DatasetError, dataset_path, load_demos
+from vla.data.dataset import (
+    FORMAT_VERSION,
+    DatasetError,
+    dataset_key,
+    dataset_path,
+    load_demos,
+)
 from vla.data.prepare import ensure_demos
 from vla.data.seeds import SEED_LIMIT, SELECTION_SEED_START, TEST_SEED_START, check_seeds
+from vla.envs.config import env_kwargs_of
 from vla.errors import SeedRangeError
 
 ENV = dict(num_targets=3, image_size=32)
@@ -75,6 +82,20 @@ def test_cache_key_follows_the_config(tmp_path):
         dataset_path(tmp_path, ENV, 10, 0, 0.0),
     ]
     assert len({base, *others}) == 6
+
+
+def test_a_null_env_value_keeps_the_cache_key_of_the_config_without_it(compose_cfg):
+    """An env key added with a null default (env.relation_words) must not rebuild the
+    datasets of every existing config; setting it is a new dataset."""
+    cfg = compose_cfg("train")
+    env = env_kwargs_of(cfg.env)
+    assert env["relation_words"] is None
+    key = dataset_key(env, cfg.data.num_episodes, cfg.data.seed, cfg.data.noise_std)
+    without = {k: v for k, v in env.items() if k != "relation_words"}
+    assert key == dataset_key(without, cfg.data.num_episodes, cfg.data.seed, cfg.data.noise_std)
+    assert key == "21661faf44ea"  # the default config's dataset before relation_words existed
+    nearest = {**env, "relation_words": ["nearest"]}
+    assert key != dataset_key(nearest, cfg.data.num_episodes, cfg.data.seed, cfg.data.noise_std)
 
 
 def test_ensure_reuses_the_cache(tmp_path):

@@ -10,6 +10,7 @@ from vla.envs.grammar import (
     HELD_OUT_RELATIONS,
     HELD_OUT_VERBS,
     PAIRS,
+    RELATION_WORDS,
     UNKNOWN_VERBS,
     Name,
     Relation,
@@ -40,6 +41,38 @@ def test_every_generated_instruction_names_exactly_one_shape(family):
         seen.add(type(ref).__name__ + getattr(ref, "relation", getattr(ref, "superlative", "")))
     if family == "relation":  # every relation word is drawn
         assert len(seen) == 9, seen
+
+
+def test_info_names_the_relation_word_of_each_episode():
+    words = []
+    for _, obs, info in episodes(300, families=["relation", "name"]):
+        (ref,) = parse(obs["instruction"]).referents
+        if info["family"] == "relation":
+            words.append(info["relation"])
+            assert info["relation"] == getattr(ref, "relation", getattr(ref, "superlative", None))
+        else:
+            assert info["relation"] is None
+    assert set(words) == set(RELATION_WORDS) and len(words) > 100
+
+
+@pytest.mark.parametrize("asked", [["nearest"], ["leftmost", "below"]])
+def test_relation_words_restricts_relation_instructions_to_those_words(asked):
+    counts = dict.fromkeys(asked, 0)
+    for env, obs, info in episodes(200, families=["relation"], relation_words=asked):
+        (ref,) = parse(obs["instruction"]).referents
+        word = getattr(ref, "relation", getattr(ref, "superlative", None))
+        assert word == info["relation"] and word in asked
+        assert resolve(ref, env._pairs, env._centres) == info["target_index"]
+        counts[word] += 1
+    assert min(counts.values()) >= 200 / len(asked) * 0.8  # each asked word about as often
+
+
+def test_every_relation_word_asked_draws_the_same_episodes_as_none():
+    every = list(episodes(100, families=["relation", "name"], relation_words=RELATION_WORDS))
+    for (_, a, _), (_, b, _) in zip(
+        every, episodes(100, families=["relation", "name"]), strict=True
+    ):
+        assert a["instruction"] == b["instruction"] and (a["image"] == b["image"]).all()
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -141,6 +174,17 @@ def test_a_typed_instruction_gets_a_scene_that_has_what_it_names():
         ({"split": "novel_pairs", "held_out_pairs": []}, "env.held_out_pairs, which is empty"),
         ({"split": "novel_relations"}, "must be\n?.*relation"),
         ({"split": "novel_combos"}, "env.split='novel_combos'"),
+        (
+            {"relation_words": ["closest"]},
+            r"unknown words \['closest'\]: expected a non-empty list of left of, right of, "
+            "above, below, nearest, leftmost, rightmost, topmost, bottommost",
+        ),
+        ({"relation_words": []}, r"env.relation_words=\[\] has unknown words"),
+        (
+            {"families": ["relation"], "split": "novel_pairs", "relation_words": ["leftmost"]},
+            "leaves env.split=novel_pairs no relation to ask: its relations use left of, right "
+            "of, above, below, nearest",
+        ),
     ],
 )
 def test_a_configuration_that_cannot_be_built_gets_one_line_naming_it(kwargs, message):

@@ -8,7 +8,7 @@ from vla.envs import render
 from vla.envs.grammar import PAIRS
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
-from vla.eval.rollout import NEUTRAL_INSTRUCTION, ablate_inputs, rollout
+from vla.eval.rollout import NEUTRAL_INSTRUCTION, Rollouts, ablate_inputs, rollout
 
 
 @pytest.fixture
@@ -73,3 +73,41 @@ def test_unknown_ablation_is_refused(policy_env):
     policy, env = policy_env
     with pytest.raises(ConfigError, match="unknown entries"):
         rollout(policy, env, 1, TEST_SEED_START, ablate=["smell"])
+
+
+def test_success_by_relation_word_counts_relation_episodes_only():
+    # 10 "nearest" episodes (5 succeed), 10 "leftmost" (all succeed), 5 name episodes
+    relations = ["nearest"] * 10 + ["leftmost"] * 10 + [None] * 5
+    success = np.array([True] * 5 + [False] * 5 + [True] * 10 + [False] * 5)
+    result = Rollouts(
+        seeds=np.arange(25),
+        success=success,
+        steps=np.full(25, 10),
+        queries=np.full(25, 10),
+        target_pair=np.zeros(25, dtype=np.int64),
+        families=np.array(["relation"] * 20 + ["name"] * 5),
+        relations=np.array(relations, dtype=object),
+        instructions=[""] * 25,
+    )
+    by = result.metrics()["success_by_relation"]
+    assert set(by) == {"nearest", "leftmost"}
+    nearest, leftmost = by["nearest"], by["leftmost"]
+    assert (nearest["success_rate"], nearest["num_episodes"]) == (0.5, 10)
+    # Wilson intervals at 95%, as published tables give them: 5 of 10, 10 of 10
+    assert nearest["ci95"] == pytest.approx([0.2366, 0.7634], abs=5e-5)
+    assert leftmost["ci95"] == pytest.approx([0.7225, 1.0], abs=5e-5)
+    records = result.episodes()
+    assert records[0] == dict(seed=0, success=True, steps=10, family="relation", relation="nearest")
+    assert records[-1]["relation"] is None and records[-1]["family"] == "name"
+
+
+def test_rollout_records_each_episodes_relation_word(policy_env):
+    policy, env = policy_env
+    env = {**env, "families": ["relation", "name"], "max_episode_steps": 3}
+    result = rollout(policy, env, num_episodes=8, seed=TEST_SEED_START, num_envs=4)
+    for record in result.episodes():
+        _, info = ReachEnv(**env).reset(seed=record["seed"])
+        assert record["relation"] == info["relation"] and record["family"] == info["family"]
+    assert {r["family"] for r in result.episodes()} == {"relation", "name"}
+    by = result.metrics()["success_by_relation"]
+    assert sum(m["num_episodes"] for m in by.values()) == sum(result.families == "relation")

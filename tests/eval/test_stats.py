@@ -1,6 +1,6 @@
 import pytest
 
-from vla.eval.stats import format_rate, rate_summary, wilson_interval
+from vla.eval.stats import format_rate, mcnemar_exact, rate_summary, wilson_interval
 
 
 @pytest.mark.parametrize(
@@ -32,3 +32,24 @@ def test_every_rate_carries_its_episodes_and_interval():
         "ci95": list(wilson_interval(190, 200)),
     }
     assert format_rate(0.95, 200) == "95.0% [91.0, 97.3] of 200"
+
+
+@pytest.mark.parametrize(
+    "b, c, p",
+    [  # exact two-sided McNemar p-values: 2 * P(Binomial(b + c, 1/2) <= min(b, c))
+        (1, 8, 0.0390625),  # 2 * (1 + 9) / 512
+        (8, 1, 0.0390625),  # symmetric
+        (0, 5, 0.0625),  # 2 / 32
+        (2, 10, 0.0385742),  # 2 * (1 + 12 + 66) / 4096
+        (5, 5, 1.0),  # capped at 1
+        (0, 0, 1.0),  # no discordant pair: no evidence either way
+        (10, 30, 0.0022214),  # scipy.stats.binomtest(10, 40).pvalue
+    ],
+)
+def test_mcnemar_exact_known_values(b, c, p):
+    assert mcnemar_exact(b, c) == pytest.approx(p, abs=5e-7)
+
+
+def test_mcnemar_refuses_negative_counts():
+    with pytest.raises(ValueError, match="b=-1"):
+        mcnemar_exact(-1, 3)

@@ -78,8 +78,12 @@ class Demos:
 
 
 def dataset_key(env_kwargs: dict, num_episodes: int, seed: int, noise_std: float) -> str:
-    """Hash of everything that decides a dataset's contents. render_* only affects people."""
-    env = {k: v for k, v in sorted(env_kwargs.items()) if not k.startswith("render")}
+    """Hash of everything that decides a dataset's contents. render_* only affects people; a
+    null value is the env's default and is left out, so a key added with a null default
+    (`relation_words`) keeps every existing dataset's key."""
+    env = {
+        k: v for k, v in sorted(env_kwargs.items()) if not k.startswith("render") and v is not None
+    }
     spec = dict(
         format=FORMAT_VERSION, env=env, num_episodes=num_episodes, seed=seed, noise=noise_std
     )

@@ -5,11 +5,26 @@ from __future__ import annotations
 import numpy as np
 
 from vla.envs import scene
-from vla.envs.families import FAMILIES, SPLITS
-from vla.envs.grammar import COLOURS, MAX_CHAIN, PAIRS, VERBS, GrammarError, parse_relation_key
+from vla.envs.families import FAMILIES, SPLITS, Split, relation_words
+from vla.envs.grammar import (
+    COLOURS,
+    MAX_CHAIN,
+    PAIRS,
+    RELATION_WORDS,
+    VERBS,
+    GrammarError,
+    parse_relation_key,
+)
 from vla.errors import ConfigError
 
-LIST_ARGS = ("families", "held_out_pairs", "held_out_verbs", "held_out_relations", "background")
+LIST_ARGS = (
+    "families",
+    "held_out_pairs",
+    "held_out_verbs",
+    "held_out_relations",
+    "relation_words",
+    "background",
+)
 
 
 def env_kwargs_of(env_cfg) -> dict:
@@ -73,6 +88,7 @@ def check_env_args(a: dict, metadata: dict) -> None:
         )
     check_families(a)
     check_held_out(a)
+    check_relation_words(a)
 
 
 def check_families(a: dict) -> None:
@@ -139,3 +155,26 @@ def check_held_out(a: dict) -> None:
     if a["split"] in empty and not empty[a["split"]][1]:
         key = empty[a["split"]][0]
         raise ConfigError(f"env.split={a['split']} tests env.{key}, which is empty")
+
+
+def check_relation_words(a: dict) -> None:
+    """`relation_words` must be words of the grammar, and leave the split's relation
+    instructions at least one of them."""
+    if a["relation_words"] is None:
+        return
+    words = list(a["relation_words"])
+    unknown = [w for w in words if w not in RELATION_WORDS]
+    if not words or unknown:
+        raise ConfigError(
+            f"env.relation_words={words} has unknown words {unknown}: expected a non-empty "
+            f"list of {', '.join(RELATION_WORDS)} (null: every one)"
+        )
+    if "relation" not in a["families"]:
+        return
+    held = frozenset(a["held_out_relations"])
+    if not relation_words(Split(a["split"], held_out_relations=held, relation_words=tuple(words))):
+        usable = relation_words(Split(a["split"], held_out_relations=held))
+        raise ConfigError(
+            f"env.relation_words={words} leaves env.split={a['split']} no relation to ask: "
+            f"its relations use {', '.join(usable)}"
+        )

@@ -21,7 +21,8 @@ A split says which instructions a scene may get:
 chain) in a scene, grouped by target, attribute or relation word. The env picks a group, then
 an instruction in it, so the mix stays even: a relation word is drawn first (`relation_words`)
 and scenes are drawn until one has an instruction with it, since "the shape left of ..."
-resolves in fewer scenes than "the leftmost shape".
+resolves in fewer scenes than "the leftmost shape". `env.relation_words` keeps the draw to
+some words (an evaluation of "nearest" alone, say).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import numpy as np
 
 from vla.envs.grammar import (
     PAIRS,
+    RELATION_WORDS,
     SHAPES,
     SUPERLATIVES,
     UNKNOWN_VERBS,
@@ -63,6 +65,7 @@ class Split:
     held_out_verbs: tuple[str, ...] = ()
     held_out_relations: frozenset[str] = frozenset()
     chain_length: int = 2
+    relation_words: tuple[str, ...] | None = None  # the only relation words asked (None: all)
 
     def verbs(self) -> tuple[str, ...]:
         if self.name == "novel_verbs":
@@ -114,16 +117,32 @@ def candidates(
 
 def relation_words(split: Split) -> list[str]:
     """The relation words a split's relation instructions can use (novel_pairs: only those
-    that name a shape; novel_relations: only those with a held-out combination)."""
+    that name a shape; novel_relations: only those with a held-out combination), kept to
+    `split.relation_words` when it names some."""
     if split.name == "novel_relations":
-        return [
+        words = [
             w
-            for w in (*BINARY_RELATIONS, *SUPERLATIVES)
+            for w in RELATION_WORDS
             if any(k.startswith(f"{w}:") for k in split.held_out_relations)
         ]
-    if split.name == "novel_pairs":
-        return list(BINARY_RELATIONS)
-    return [*BINARY_RELATIONS, *SUPERLATIVES]
+    elif split.name == "novel_pairs":
+        words = list(BINARY_RELATIONS)
+    else:
+        words = list(RELATION_WORDS)
+    if split.relation_words is None:
+        return words
+    return [w for w in words if w in split.relation_words]
+
+
+def relation_word(referents: tuple[Referent, ...]) -> str | None:
+    """The word a relation instruction turns on ("nearest", "leftmost", ...); None for the
+    other families."""
+    if len(referents) != 1:
+        return None
+    (ref,) = referents
+    if isinstance(ref, Relation):
+        return ref.relation
+    return ref.superlative if isinstance(ref, Superlative) else None
 
 
 def _relations(

@@ -47,6 +47,7 @@ UNKNOWN_VERBS: tuple[str, ...] = ("approach", "head to", "walk to")  # not in th
 RELATIONS: tuple[str, ...] = ("left of", "right of", "above", "below", "nearest")
 SUPERLATIVES: tuple[str, ...] = ("leftmost", "rightmost", "topmost", "bottommost")
 KINDS: tuple[str, ...] = (*SHAPES, "shape")  # what a superlative ranges over
+RELATION_WORDS: tuple[str, ...] = (*RELATIONS, *SUPERLATIVES)  # what a relation turns on
 
 # The default held-out split (see `vla.envs.families`): never in a training instruction.
 HELD_OUT_PAIRS: tuple[int, ...] = (0, 4, 8)  # red circle, green square, blue triangle

@@ -54,6 +54,8 @@ class ReachEnv(gym.Env):
         split: which instructions: "train", or a held-out split (`vla.envs.families.SPLITS`).
         held_out_pairs, held_out_verbs, held_out_relations: what "train" never names and the
             held-out splits test (indices into PAIRS, phrasings, "relation:reference" keys).
+        relation_words: the only relation words relation instructions use (None: every one,
+            `grammar.RELATION_WORDS`); for evaluating one word, e.g. ["nearest"].
         background: RGB of the arena floor.
         pixel_noise: std of Gaussian noise added to every observed pixel (0-255 units).
         render_mode: None or "rgb_array".
@@ -79,6 +81,7 @@ class ReachEnv(gym.Env):
         held_out_pairs: Sequence[int] = HELD_OUT_PAIRS,
         held_out_verbs: Sequence[str] = HELD_OUT_VERBS,
         held_out_relations: Sequence[str] = HELD_OUT_RELATIONS,
+        relation_words: Sequence[str] | None = None,
         background: Sequence[int] = render.BACKGROUND,
         pixel_noise: float = 0.0,
         render_mode: str | None = None,
@@ -101,6 +104,7 @@ class ReachEnv(gym.Env):
             tuple(held_out_verbs),
             frozenset(held_out_relations),
             chain_length,
+            None if relation_words is None else tuple(relation_words),
         )
         self.background = tuple(int(c) for c in background)
         self.pixel_noise = float(pixel_noise)
@@ -164,7 +168,7 @@ class ReachEnv(gym.Env):
         else:
             drawn = scene.typed_scene(rng, str(typed), self._layout)
         self._pairs, self._centres, self._targets = drawn.pairs, drawn.centres, drawn.targets
-        self._text, self._family = drawn.text, drawn.family
+        self._text, self._family, self._relation = drawn.text, drawn.family, drawn.relation
         self._pos = scene.sample_start(rng, self._centres, self.min_separation)
         self._vel = np.zeros(2, dtype=np.float32)
         self._elapsed, self._stage = 0, 0
@@ -245,6 +249,7 @@ class ReachEnv(gym.Env):
         now = self._now()
         return {
             "family": self._family,
+            "relation": self._relation,  # the relation word ("nearest", ...); None: no relation
             "targets": len(self._targets),
             "targets_reached": self._stage,
             "target_index": now,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vla.envs.families import Split, candidates, family_of, relation_words
+from vla.envs.families import Split, candidates, family_of, relation_word, relation_words
 from vla.envs.grammar import COLOURS, PAIRS, GrammarError, Instruction, parse, text
 from vla.envs.referents import resolve
 from vla.errors import ConfigError
@@ -38,6 +38,7 @@ class Scene:
     targets: tuple[int, ...]  # the shapes to reach, in order (none: the text names nothing)
     text: str  # the instruction
     family: str  # its family ("typed" if outside the grammar)
+    relation: str | None = None  # the relation word of a relation instruction
 
 
 def instructed_scene(rng: np.random.Generator, family: str, split: Split, layout: Layout) -> Scene:
@@ -55,7 +56,7 @@ def instructed_scene(rng: np.random.Generator, family: str, split: Split, layout
             referents, targets = group[int(rng.integers(len(group)))]
             verbs = split.verbs()
             phrase = text(Instruction(verbs[int(rng.integers(len(verbs)))], referents))
-            return Scene(pairs, centres, targets, phrase, family)
+            return Scene(pairs, centres, targets, phrase, family, relation_word(referents))
     raise ConfigError(
         f"no scene in {MAX_SCENE_DRAWS} draws has a {family} instruction of split "
         f"{split.name!r} with num_targets={layout.num_targets}"
@@ -74,7 +75,8 @@ def typed_scene(rng: np.random.Generator, typed: str, layout: Layout) -> Scene:
         targets = [resolve(r, pairs, centres) for r in referents]
         if None not in targets and len(set(targets)) == len(targets):
             family = family_of(referents) if referents else "typed"
-            return Scene(pairs, centres, tuple(targets), typed, family)
+            relation = relation_word(referents)
+            return Scene(pairs, centres, tuple(targets), typed, family, relation)
     raise ConfigError(f"no scene in {MAX_SCENE_DRAWS} draws has what {typed!r} names")
 
 

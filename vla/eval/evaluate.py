@@ -1,5 +1,6 @@
 """evaluate(cfg): rollouts of a checkpoint's policy; a table, metrics.json and GIFs; or, with
-`suite=levels`, the generalisation suite (`vla.eval.suite`)."""
+`suite=levels`, the generalisation suite (`vla.eval.suite`); with `compare_to=<checkpoint>`,
+both checkpoints on the same episodes, paired (`vla.eval.compare`)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from vla.envs.config import env_changes
 from vla.envs.grammar import GrammarError, parse, split_words
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
+from vla.eval.compare import check_same_env, compare
 from vla.eval.rollout import ABLATIONS, check_ablations, rollout
 from vla.eval.run_folder import resolve_ckpt_path
 from vla.eval.runner import check_chunking
 from vla.eval.stats import format_summary
-from vla.eval.suite import run_suite, select_levels
+from vla.eval.suite import applicable, run_suite, select_levels
 from vla.eval.video import annotate, save_gif, save_mp4
 from vla.runtime import configure_torch
 
@@ -28,7 +30,8 @@ log = logging.getLogger(__name__)
 
 def evaluate(cfg: DictConfig) -> dict:
     """Evaluates `cfg.ckpt_path`; returns the metrics also written to <run>/metrics.json (or,
-    with `suite=levels`, the suite's summary, also in <run>/suite.json)."""
+    with `suite=levels`, the suite's summary, also in <run>/suite.json; with `compare_to`,
+    the paired comparison, also in <run>/compare.json)."""
     n, seed = cfg.eval.num_episodes, cfg.eval.seed
     if n is None or n <= 0:
         raise ConfigError(f"eval.num_episodes={n} must be > 0")
@@ -46,6 +49,28 @@ def evaluate(cfg: DictConfig) -> dict:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     chunking = dict(n_action_steps=n_action_steps, temporal_ensemble_coeff=coeff)
+    typed = cfg.eval.get("instruction")
+    options = {"instruction": check_instruction(policy, typed)} if typed else None
+    if cfg.get("compare_to"):
+        other_path = resolve_ckpt_path(cfg.compare_to)
+        other, other_env = load_policy(other_path)
+        check_same_env(env_kwargs, {**other_env, **env_changes(cfg.env)})
+        other_steps = check_chunking(other, cfg.eval.get("n_action_steps"), coeff)
+        other_chunking = dict(n_action_steps=other_steps, temporal_ensemble_coeff=coeff)
+        envs = [("env", env_kwargs)]
+        if levels is not None:
+            envs = [(level.name, env) for level, env in applicable(env_kwargs, levels)]
+        return compare(
+            (str(ckpt_path), policy, chunking),
+            (str(other_path), other, other_chunking),
+            envs,
+            out_dir,
+            num_episodes=n,
+            seed=seed,
+            num_envs=cfg.eval.num_envs,
+            ablate=ablate,
+            options=None if levels else options,
+        )
     if levels is not None:
         return run_suite(
             policy,
@@ -57,9 +82,6 @@ def evaluate(cfg: DictConfig) -> dict:
             num_envs=cfg.eval.num_envs,
             **chunking,
         )
-    typed = cfg.eval.get("instruction")
-    options = {"instruction": check_instruction(policy, typed)} if typed else None
-
     runs = {"+".join(ablate) or "none": ablate}
     if cfg.eval.get("ablation_table"):
         runs = {"none": ()} | {a: (a,) for a in ABLATIONS}
@@ -106,6 +128,7 @@ def evaluate(cfg: DictConfig) -> dict:
         gifs.append(str(save_gif(frames, name.with_suffix(".gif"))))
         mp4s.append(str(save_mp4(frames, name.with_suffix(".mp4"))))
     metrics["gifs"], metrics["videos"] = gifs, mp4s
+    metrics["episodes"] = first.episodes()
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     for line in format_table(metrics).splitlines():
         log.info(line)
@@ -134,8 +157,8 @@ def check_instruction(policy, text: str) -> str:
 
 
 def format_table(metrics: dict) -> str:
-    """Success with its 95% interval and episode count, overall and by family, colour and
-    shape; steps and queries; the ablations side by side."""
+    """Success with its 95% interval and episode count, overall and by family, colour, shape
+    and relation word; steps and queries; the ablations side by side."""
 
     def rate(m: dict) -> str:
         return "n/a" if m["success_rate"] is None else format_summary(m)
@@ -146,7 +169,7 @@ def format_table(metrics: dict) -> str:
         ("mean queries", f"{metrics['mean_queries']:.1f}"),
     ]
     if metrics["success_rate"] is not None:
-        for key in ("family", "colour", "shape"):
+        for key in ("family", "colour", "shape", "relation"):
             rows += [(f"  {key} {k}", rate(v)) for k, v in metrics[f"success_by_{key}"].items()]
     rows += [(f"ablate {k}", rate(m)) for k, m in metrics.get("ablations", {}).items()]
     width = max(len(k) for k, _ in rows)

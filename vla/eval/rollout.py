@@ -38,23 +38,26 @@ class Rollouts:
     queries: np.ndarray  # [N] policy queries (predicted chunks) the episode used
     target_pair: np.ndarray  # [N] index into PAIRS of the (first) shape to reach; -1: none
     families: np.ndarray  # [N] str: the instruction's family ("typed" if outside the grammar)
+    relations: np.ndarray  # [N] object: a relation instruction's word ("nearest", ...), or None
     instructions: list[str]
     frames: list[list[np.ndarray]] = field(default_factory=list)  # render frames per episode
 
     def metrics(self) -> dict:
         """Success with its 95% interval and episode count, overall and by family, colour and
-        shape of the (first) shape to reach; mean steps and policy queries."""
+        shape of the (first) shape to reach and relation word (relation episodes only); mean
+        steps and policy queries."""
         breakdowns = {"family": np.asarray(self.families, dtype=str)}
         for key, pick in (("colour", 0), ("shape", 1)):
             breakdowns[key] = np.array(
                 [PAIRS[p][pick] if p >= 0 else "-" for p in self.target_pair]
             )
+        breakdowns["relation"] = np.array([w or "" for w in self.relations], dtype=str)
         by = {
             f"success_by_{key}": {
                 name: rate_summary(
                     int(self.success[names == name].sum()), int(np.sum(names == name))
                 )
-                for name in sorted(set(names))
+                for name in sorted(set(names) - {""})
             }
             for key, names in breakdowns.items()
         }
@@ -67,6 +70,20 @@ class Rollouts:
             else None,
             **by,
         }
+
+    def episodes(self) -> list[dict]:
+        """One record per episode, by seed: what a paired comparison or a breakdown of
+        one's own needs."""
+        return [
+            dict(
+                seed=int(self.seeds[i]),
+                success=bool(self.success[i]),
+                steps=int(self.steps[i]),
+                family=str(self.families[i]),
+                relation=self.relations[i],
+            )
+            for i in range(len(self.seeds))
+        ]
 
 
 def check_ablations(ablate: Sequence[str]) -> tuple[str, ...]:
@@ -122,7 +139,8 @@ def rollout(
     transform = functools.partial(ablate_inputs, policy, ablate=ablate) if ablate else None
     policy.reset()  # a sampling head starts its noise afresh: the same evaluation every time
     make = functools.partial(ReachEnv, **{**env_kwargs, "render_mode": "rgb_array"})
-    out = dict(success=[], steps=[], queries=[], target_pair=[], families=[], instructions=[])
+    out = {k: [] for k in ("success", "steps", "queries", "target_pair", "families", "relations")}
+    instructions: list[str] = []
     frames: list[list[np.ndarray]] = []
     bar = tqdm(
         total=num_episodes, desc="rollouts", unit="ep", disable=not progress or not bar_shown()
@@ -163,7 +181,8 @@ def rollout(
         out["queries"].append(queries)
         out["target_pair"].append(np.asarray(info["first_target_pair"]))
         out["families"].append(np.asarray(info["family"], dtype=str))
-        out["instructions"] += texts
+        out["relations"].append(np.asarray(info["relation"], dtype=object))
+        instructions += texts
         frames += wave_frames
         bar.update(n)
     bar.close()
@@ -174,6 +193,7 @@ def rollout(
         queries=np.concatenate(out["queries"]),
         target_pair=np.concatenate(out["target_pair"]),
         families=np.concatenate(out["families"]),
-        instructions=out["instructions"],
+        relations=np.concatenate(out["relations"]),
+        instructions=instructions,
         frames=frames,
     )

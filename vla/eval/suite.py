@@ -1,7 +1,8 @@
 """The generalisation suite: one checkpoint on every level, each a named change of the env it
 was trained in (`conf/suite/levels.yaml`), with success, its 95% Wilson interval, mean steps
-and episode count, as suite.md, suite.json, suite.png (a bar chart), levels.png (a scene of
-each level with its instruction), a GIF per level and TensorBoard.
+and episode count, and the same per relation word, as suite.md, suite.json (with every
+episode's record), suite.png (a bar chart), levels.png (a scene of each level with its
+instruction), a GIF per level and TensorBoard.
 
     python scripts/eval.py ckpt_path=<run> suite=levels
 
@@ -59,6 +60,21 @@ def level_env(trained: dict, level: Level) -> dict:
     return {**trained, "split": "train", **level.env}
 
 
+def applicable(trained_env: dict, levels: list[Level]) -> list[tuple[Level, dict]]:
+    """(level, its env) for every level whose env can be built from the checkpoint's; the
+    others (e.g. relations in a scene of one shape) are logged and left out."""
+    kept = []
+    for level in levels:
+        env = level_env(trained_env, level)
+        try:
+            ReachEnv(**env)
+        except (ConfigError, ValueError) as e:  # e.g. relations with one shape: it does not apply
+            log.info(f"level {level.name}: not run for this checkpoint ({e})")
+            continue
+        kept.append((level, env))
+    return kept
+
+
 def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **rollout_kwargs):
     """Rolls the policy out on each level; writes the tables, chart and GIFs into `out_dir`.
 
@@ -68,13 +84,7 @@ def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **r
     rows, writer, scenes = [], SummaryWriter(str(out_dir / "tensorboard")), []
     (out_dir / "levels").mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    for i, level in enumerate(levels):
-        env = level_env(trained_env, level)
-        try:
-            ReachEnv(**env)
-        except (ConfigError, ValueError) as e:  # e.g. relations with one shape: it does not apply
-            log.info(f"level {level.name}: not run for this checkpoint ({e})")
-            continue
+    for i, (level, env) in enumerate(applicable(trained_env, levels)):
         t = time.perf_counter()
         result = rollout(policy, env, record=1, **rollout_kwargs)
         m = result.metrics()
@@ -89,7 +99,9 @@ def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **r
             num_episodes=m["num_episodes"],
             mean_steps=m["mean_steps"],
             success_by_family=m["success_by_family"],
+            success_by_relation=m["success_by_relation"],
             seconds=time.perf_counter() - t,
+            episodes=result.episodes(),
         )
         rows.append(row)
         log.info(
@@ -128,6 +140,8 @@ def run_suite(policy, trained_env: dict, levels: list[Level], out_dir: Path, **r
 
 
 def markdown(rows: list[dict]) -> str:
+    """The levels' table; then, for the levels with relation episodes, one row per relation
+    word."""
     lines = [
         "| level | what it asks | changes | success | 95% interval | episodes | mean steps |",
         "|---|---|---|---|---|---|---|",
@@ -139,4 +153,17 @@ def markdown(rows: list[dict]) -> str:
             f"| {r['level']} | {r['kind']} | {changes} | {r['success_rate']:.1%} | "
             f"{100 * low:.1f}-{100 * high:.1f}% | {r['num_episodes']} | {r['mean_steps']:.1f} |"
         )
+    words = [(r["level"], w, m) for r in rows for w, m in r["success_by_relation"].items()]
+    if words:
+        lines += [
+            "",
+            "| level | relation word | success | 95% interval | episodes |",
+            "|---|---|---|---|---|",
+        ]
+        for level, word, m in words:
+            low, high = m["ci95"]
+            lines.append(
+                f"| {level} | {word} | {m['success_rate']:.1%} | "
+                f"{100 * low:.1f}-{100 * high:.1f}% | {m['num_episodes']} |"
+            )
     return "\n".join(lines) + "\n"
