@@ -141,6 +141,10 @@ def test_files_roll_over_by_size_and_chunk(demos, tmp_path):
     ):
         held = pq.read_table(out / f"data/chunk-{chunk:03d}/file-{file:03d}.parquet")
         assert np.sum(held.column("episode_index").to_numpy() == e) == data.episodes["length"][e]
+    # frames come back in `index` order, whatever the files are called
+    (out / "data/chunk-009").mkdir()
+    files[0].rename(out / "data/chunk-009/file-000.parquet")
+    np.testing.assert_array_equal(read_lerobot(out).frames["action"], demos.action)
 
 
 def test_refuses_a_folder_it_did_not_write(demos, exported, tmp_path):

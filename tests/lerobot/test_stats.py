@@ -70,6 +70,16 @@ def test_quantiles_of_a_known_distribution():
         np.testing.assert_allclose(counted[key], direct[key], rtol=1e-6)
 
 
+def test_quantiles_interpolate_inside_a_bin():
+    """Half the values at 0, half at 1: q90 is 4/5 of the way through the top bin."""
+    values = np.repeat([0.0, 1.0], 50)
+    s = stats.feature_stats(values)
+    width = (1 + 2e-10) / stats.NUM_BINS
+    assert abs(s["q50"][0] - (-1e-10)) < 1e-12  # reached in the first bin: its lower edge
+    assert abs(s["q90"][0] - (1 + 1e-10 - width + 0.8 * width)) < 1e-9
+    assert s["count"].tolist() == [100] and s["mean"].tolist() == [0.5]
+
+
 def test_image_sampling_follows_lerobot():
     assert stats.sample_indices(50).tolist() == list(range(50))
     assert len(stats.sample_indices(1000)) == 177  # lerobot's table: 1000 frames -> 177
