@@ -41,6 +41,8 @@ def test_refusals(exported, tmp_path, caplog):
         LeRobotDataModule(path=str(exported), state_dim=7, **COMMON).setup()
     with pytest.raises(DatasetError, match="is not a LeRobotDataset"):
         LeRobotDataModule(path=str(tmp_path), **COMMON).setup()
+    with pytest.raises(ConfigError, match="needs data.path"):
+        LeRobotDataModule(**COMMON)
     with pytest.raises(ConfigError, match="no shape positions"):
         LeRobotDataModule(path=str(exported), target=True, **COMMON)
     with pytest.raises(ConfigError, match="val_episodes=6 must be < the dataset's 6"):

@@ -43,7 +43,7 @@ class LeRobotDataModule(ReachDataModule):
 
     def __init__(
         self,
-        path: str,
+        path: str | None = None,
         image_key: str = IMAGE_KEY,
         state_key: str = STATE_KEY,
         action_key: str = ACTION_KEY,
@@ -52,6 +52,8 @@ class LeRobotDataModule(ReachDataModule):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if path is None:
+            raise ConfigError("data=lerobot needs data.path=<a LeRobotDataset folder>")
         if self.target:
             raise ConfigError(
                 "data=lerobot has no shape positions: the training-only losses that need them "
