@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lerobot.configs import FeatureType, PolicyFeature
+from lerobot.configs.types import FeatureType, PolicyFeature  # both 0.4 and 0.6
 from lerobot.envs.configs import EnvConfig
 
 from vla.lerobot.env import AGENT_POS, ENV_ID, PIXELS
