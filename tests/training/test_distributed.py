@@ -10,6 +10,7 @@ import hydra
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from vla.checkpoint import read_checkpoint
 from vla.data.dataset import load_demos
@@ -101,6 +102,24 @@ def test_sweep_launchers_compose(launcher, target):
     assert cfg.hydra.launcher._target_ == target
     if launcher == "slurm":
         assert cfg.hydra.launcher.nodes == 2
+
+
+def test_slurm_jobs_get_sigusr1_before_the_limit_and_can_be_requeued(tmp_path):
+    """What submitit writes into the sbatch script for the slurm launcher config: the signal
+    Lightning's SLURM environment requeues on. (No cluster here: the script is not run.)"""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", ["hydra/launcher=slurm"], return_hydra_config=True)
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+    sbatch = _make_sbatch_string(
+        command="python -m submitit.core._submit",
+        folder=tmp_path,
+        signal_delay_s=launcher["signal_delay_s"],
+        additional_parameters=launcher["additional_parameters"],
+    ).splitlines()
+    assert "#SBATCH --signal=USR1@90" in sbatch and "#SBATCH --requeue" in sbatch
+    assert len([line for line in sbatch if line.startswith("#SBATCH --signal")]) == 1
 
 
 @pytest.mark.parametrize("trainer", ["gpu", "ddp", "ddp_cpu"])
