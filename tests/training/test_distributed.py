@@ -2,6 +2,8 @@
 configs, the GPU recipe (a sweep itself runs in tests/test_study.py)."""
 
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +14,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from tests.training.test_reliability import _train_in_subprocess, _wait_for_step
 from vla.checkpoint import read_checkpoint
 from vla.data.dataset import load_demos
 from vla.training.train import train
@@ -156,3 +159,17 @@ def test_gpu_recipe_runs_on_cpu_in_bf16_with_compile(compose_cfg, fast_overrides
     assert metrics["global_step"] == 2 and metrics["num_episodes"] == 2
     saved = read_checkpoint(metrics["last_checkpoint"])["state_dict"]
     assert all(torch.isfinite(v).all() for v in saved.values() if isinstance(v, torch.Tensor))
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_rank_at_one_step_and_rank_zero_saves_and_says_so(tmp_path):
+    ddp = ["trainer=ddp_cpu", "threads=1", "data.batch_size=8"]
+    proc = _train_in_subprocess(tmp_path, *ddp, "callbacks.last_checkpoint.every_n_train_steps=3")
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    _wait_for_step(ckpt, 3, proc)
+    proc.send_signal(signal.SIGTERM)  # the main process; Lightning passes it on to rank 1
+    proc.wait(timeout=300)
+    output = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    stops = re.findall(r"^stopped at step (\d+): resume with: .+$", output, re.M)
+    assert proc.returncode == 143 and len(stops) == 1, output[-3000:]  # rank 0's line only
+    assert read_checkpoint(ckpt)["global_step"] == int(stops[0])
