@@ -99,16 +99,21 @@ def test_a_stop_is_one_plain_line_on_rank_zero_and_status_128_plus_signal(capsys
     threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
 )
 def test_sigterm_outside_training_stops_with_one_line_and_143(capsys):
-    before = signal.getsignal(signal.SIGTERM)
-
     def collecting(cfg):  # a SIGTERM while demonstrations are collected, say
         signal.raise_signal(signal.SIGTERM)
         raise AssertionError("SIGTERM did not stop the command")
 
-    with pytest.raises(SystemExit) as info:
-        run_cli(collecting, cfg=None)
+    def callers_own(signum, frame):
+        raise AssertionError("the command's handler was not in place")
+
+    previous = signal.signal(signal.SIGTERM, callers_own)
+    try:
+        with pytest.raises(SystemExit) as info:
+            run_cli(collecting, cfg=None)
+        assert signal.getsignal(signal.SIGTERM) is callers_own  # restored when it ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert info.value.code == 143 and capsys.readouterr().err == "stopped (SIGTERM)\n"
-    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's only
 
 
 def test_lightnings_lines_about_a_stop_are_dropped():
@@ -127,11 +132,14 @@ def test_a_requeued_slurm_job_resumes_its_own_last_checkpoint(
     compose_cfg, tmp_path, tiny_ckpt, monkeypatch
 ):
     cfg = compose_cfg("train", ["model=tiny", f"paths.output_dir={tmp_path}/run"])
-    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
-    assert requeued_checkpoint(cfg) is None  # not requeued
-    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
-    assert requeued_checkpoint(cfg) is None  # requeued before its first checkpoint
     _run_with_checkpoints(tmp_path, tiny_ckpt, {"last.ckpt": 400})
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    assert requeued_checkpoint(cfg) is None  # not requeued: a run folder is not resumed unasked
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # SLURM's first start
+    assert requeued_checkpoint(cfg) is None
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     assert requeued_checkpoint(cfg) == tmp_path / "run" / "checkpoints" / "last.ckpt"
     cfg.ckpt_path = str(tiny_ckpt)  # the user's choice wins
     assert requeued_checkpoint(cfg) is None
+    fresh = compose_cfg("train", ["model=tiny", f"paths.output_dir={tmp_path}/fresh"])
+    assert requeued_checkpoint(fresh) is None  # requeued before its first checkpoint
