@@ -1,6 +1,9 @@
 """The checkpoint format: safe reads, refused foreign or damaged files, versions, atomic writes."""
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -111,3 +114,34 @@ def test_atomic_save_never_leaves_a_corrupt_checkpoint(tmp_path, monkeypatch):
         io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.zeros(2)}}, path)
     assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+FULL_DISK = """
+import resource, signal, sys, torch
+from vla.checkpoint import AtomicCheckpointIO, vla_payload
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # no file past 1 MiB
+big = {"vla": vla_payload({}, {}), "state_dict": {"w": torch.zeros(1 << 20)}}  # 4 MiB
+try:
+    AtomicCheckpointIO().save_checkpoint(big, sys.argv[1])
+except (OSError, RuntimeError) as e:
+    print(type(e).__name__, e)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.slow
+def test_a_disk_that_fills_during_a_save_leaves_the_previous_checkpoint(tmp_path):
+    """A file-size limit (`ulimit -f`) stands in for a full disk: the write fails part-way."""
+    path = tmp_path / "last.ckpt"
+    AtomicCheckpointIO().save_checkpoint(
+        {"vla": vla_payload({}, {}), "state_dict": {"w": torch.ones(2)}}, path
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(path)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 3, out.stdout + out.stderr[-2000:]  # the save failed, and said so
+    assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]  # no temporary file left

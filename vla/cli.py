@@ -8,6 +8,7 @@ import difflib
 import logging
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from vla.config import CONF
 from vla.console import setup_console
 from vla.errors import ConfigError, TrainingInterrupted, UserError
+from vla.training.stopping import exit_status, sigterm_stops
 
 # The user's to fix: our own checks, and config errors OmegaConf finds (a missing `???` value,
 # an interpolation to a key that is not there)
@@ -31,32 +33,40 @@ def run_cli(fn, cfg):
     seconds of torch and Lightning imports.
 
     The user's error exits with status 2 and one line on stderr, a non-finite loss with
-    status 1, Ctrl-C with status 130 and one line (in training, after a checkpoint is saved;
-    anywhere else, such as collecting demonstrations, without a traceback).
+    status 1. Ctrl-C and SIGTERM stop it with one line and status 128 + the signal (130,
+    143): in training after saving a checkpoint, the line saying how to resume (on rank 0
+    only); anywhere else, such as collecting demonstrations, without a traceback.
     Any other exception is a bug: it propagates with its traceback, which also goes into the
     run's log file.
 
     Set VLA_DEBUG=1 to get the full traceback of the user's errors too.
     """
     try:
-        check_override_types(cfg)
-        if isinstance(fn, str):
-            fn = get_method(fn)  # Hydra's import of a `_target_`
-        setup_console()  # after the imports: Lightning gives itself handlers when imported
-        return fn(cfg)
-    except (*USER_ERRORS, FloatingPointError, TrainingInterrupted) as e:
+        with sigterm_stops():
+            check_override_types(cfg)
+            if isinstance(fn, str):
+                fn = get_method(fn)  # Hydra's import of a `_target_`
+            setup_console()  # after the imports: Lightning gives itself handlers when imported
+            return fn(cfg)
+    except TrainingInterrupted as e:  # the user's stop, not an error
+        log_to_file(str(e))
+        if e.rank_zero:
+            print(e, file=sys.stderr)
+        sys.exit(exit_status(e.signum))
+    except (*USER_ERRORS, FloatingPointError) as e:
         log_to_file(f"error: {e}")
         if isinstance(e, USER_ERRORS):
             remove_unstarted_run(cfg)
         if os.environ.get("VLA_DEBUG"):
             raise
         print(f"error: {e}", file=sys.stderr)
-        code = 130 if isinstance(e, TrainingInterrupted) else 1
-        sys.exit(2 if isinstance(e, USER_ERRORS) else code)
-    except KeyboardInterrupt:  # outside training: start-up, collection, the final evaluation
-        log_to_file("interrupted (Ctrl-C)")
-        print("interrupted (Ctrl-C)", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(2 if isinstance(e, USER_ERRORS) else 1)
+    except KeyboardInterrupt as e:  # outside training: start-up, collection, the final evaluation
+        signum = getattr(e, "signum", signal.SIGINT)
+        message = "interrupted (Ctrl-C)" if signum == signal.SIGINT else f"stopped ({e})"
+        log_to_file(message)
+        print(message, file=sys.stderr)
+        sys.exit(exit_status(signum))
     except Exception as e:
         log_to_file(f"{type(e).__name__}: {e}", exc_info=sys.exc_info())
         raise

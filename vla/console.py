@@ -25,7 +25,12 @@ LIGHTNING_NOISE = (
     "Restoring states from the checkpoint path at",
     "Restored all states from the checkpoint at",
     "Found current_model_state in the checkpoint",
+    # a stopped run says so in one line of its own (vla.training.stopping)
+    "Detected KeyboardInterrupt, attempting graceful shutdown",
+    "Received SIGTERM",
+    "Bypassing SIGTERM",
 )
+_RANK = re.compile(r"^\s*(\[rank: \d+\] )?")  # Lightning's prefix on some per-rank lines
 _CURSOR_UP = re.compile(r"\x1b\[\d*A")  # tqdm moves up to redraw nested bars
 
 
@@ -37,7 +42,7 @@ class DropMessages(logging.Filter):
         self.prefixes = tuple(prefixes)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.prefixes)
+        return not _RANK.sub("", record.getMessage()).startswith(self.prefixes)
 
 
 class ConsoleHandler(logging.StreamHandler):

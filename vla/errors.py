@@ -6,8 +6,8 @@
       CheckpointError     a checkpoint that is missing, unreadable, unsafe or does not fit
       DatasetError        a demonstration set that is missing, incomplete or inconsistent
       StudyError          a study folder without finished training runs
-    TrainingInterrupted Ctrl-C during training, after a checkpoint was saved (not the user's
-                        error: the command says how to resume)
+    TrainingInterrupted Ctrl-C or SIGTERM during training, after a checkpoint was saved (not
+                        an error: the command says how to resume)
 
 The command-line scripts print a UserError as one line and exit with status 2 (`vla.cli`);
 every other exception is a bug and keeps its traceback. So a check of something the user
@@ -45,4 +45,10 @@ class StudyError(UserError):
 
 
 class TrainingInterrupted(RuntimeError):
-    """Training stopped by Ctrl-C (after saving a checkpoint)."""
+    """Training stopped by a signal (Ctrl-C, SIGTERM), after saving a checkpoint: the message
+    says how to resume. `signum` is the signal; `rank_zero` is false on the other ranks of a
+    distributed run, which say nothing."""
+
+    def __init__(self, message: str, signum: int = 2, rank_zero: bool = True):
+        super().__init__(message)
+        self.signum, self.rank_zero = signum, rank_zero

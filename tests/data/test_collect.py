@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 import time
@@ -10,11 +11,13 @@ import pytest
 from tests.builders import run_script_here
 from vla.data.collect import collect
 from vla.data.dataset import (
+    ARRAYS,
     FORMAT_VERSION,
     DatasetError,
     dataset_key,
     dataset_path,
     load_demos,
+    write_demos,
 )
 from vla.data.prepare import ensure_demos
 from vla.data.seeds import SEED_LIMIT, SELECTION_SEED_START, TEST_SEED_START, check_seeds
@@ -150,6 +153,59 @@ def test_interrupted_collection_leaves_nothing_that_loads(tmp_path):
     for d in Path(tmp_path).iterdir():
         with pytest.raises(DatasetError):
             load_demos(d)
+
+
+def test_a_copy_renamed_in_by_another_writer_at_the_same_moment_is_kept(tmp_path, monkeypatch):
+    """The race two runs collecting the same set can meet: the other writer's rename lands
+    between this one's check for a copy and its own rename (forced here, rare for real)."""
+    demos = load_demos(collect(ENV, tmp_path / "a", 4, progress=False), mmap=False)
+    arrays = {k: getattr(demos, k) for k in ARRAYS}
+    meta = {k: v for k, v in demos.meta.items() if k not in ("format_version", "key", "arrays")}
+    final = tmp_path / "data" / demos.path.name
+    theirs = tmp_path / "other" / final.name  # the other process's copy, complete
+    write_demos(theirs, arrays, demos.instructions, meta)
+    rename, racing = os.replace, []
+
+    def other_writer_first(src, dst):
+        if Path(dst) == final and not racing:
+            racing.append(src)
+            rename(theirs, final)  # its rename, just before this one's
+        return rename(src, dst)
+
+    monkeypatch.setattr(os, "replace", other_writer_first)
+    write_demos(final, arrays, demos.instructions, meta)
+    assert racing, "the other writer did not run"
+    assert [p.name for p in final.parent.iterdir()] == [final.name]  # nothing half-written
+    assert load_demos(final).num_steps == demos.num_steps
+
+
+COLLECT = """
+import sys
+from vla.data.prepare import ensure_demos
+demos = ensure_demos({env!r}, sys.argv[1], num_episodes=300, seed=0, noise_std=0.3,
+                     progress=False)
+print(demos.path, demos.num_steps)
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_collecting_the_same_set_at_once_end_with_one_complete_copy(tmp_path):
+    code = COLLECT.format(env=ENV)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path / "data")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    final = dataset_path(tmp_path / "data", ENV, 300, 0, 0.3)
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [final.name]
+    steps = load_demos(final).num_steps
+    assert [out.split() for out, _ in outs] == [[str(final), str(steps)]] * 2  # both read it
 
 
 def test_seed_ranges_are_disjoint(tmp_path):

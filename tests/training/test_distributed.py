@@ -2,6 +2,8 @@
 configs, the GPU recipe (a sweep itself runs in tests/test_study.py)."""
 
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,9 @@ import hydra
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+from tests.training.test_reliability import _train_in_subprocess, _wait_for_step
 from vla.checkpoint import read_checkpoint
 from vla.data.dataset import load_demos
 from vla.training.train import train
@@ -103,6 +107,24 @@ def test_sweep_launchers_compose(launcher, target):
         assert cfg.hydra.launcher.nodes == 2
 
 
+def test_slurm_jobs_get_sigusr1_before_the_limit_and_can_be_requeued(tmp_path):
+    """What submitit writes into the sbatch script for the slurm launcher config: the signal
+    Lightning's SLURM environment requeues on. (No cluster here: the script is not run.)"""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", ["hydra/launcher=slurm"], return_hydra_config=True)
+    launcher = OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+    sbatch = _make_sbatch_string(
+        command="python -m submitit.core._submit",
+        folder=tmp_path,
+        signal_delay_s=launcher["signal_delay_s"],
+        additional_parameters=launcher["additional_parameters"],
+    ).splitlines()
+    assert "#SBATCH --signal=USR1@90" in sbatch and "#SBATCH --requeue" in sbatch
+    assert len([line for line in sbatch if line.startswith("#SBATCH --signal")]) == 1
+
+
 @pytest.mark.parametrize("trainer", ["gpu", "ddp", "ddp_cpu"])
 def test_scale_up_trainer_configs_compose(compose_cfg, tmp_path, trainer):
     cfg = compose_cfg("train", [f"trainer={trainer}", f"paths.output_dir={tmp_path}"])
@@ -137,3 +159,17 @@ def test_gpu_recipe_runs_on_cpu_in_bf16_with_compile(compose_cfg, fast_overrides
     assert metrics["global_step"] == 2 and metrics["num_episodes"] == 2
     saved = read_checkpoint(metrics["last_checkpoint"])["state_dict"]
     assert all(torch.isfinite(v).all() for v in saved.values() if isinstance(v, torch.Tensor))
+
+
+@pytest.mark.slow
+def test_sigterm_stops_every_rank_at_one_step_and_rank_zero_saves_and_says_so(tmp_path):
+    ddp = ["trainer=ddp_cpu", "threads=1", "data.batch_size=8"]
+    proc = _train_in_subprocess(tmp_path, *ddp, "callbacks.last_checkpoint.every_n_train_steps=3")
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    _wait_for_step(ckpt, 3, proc)
+    proc.send_signal(signal.SIGTERM)  # the main process; Lightning passes it on to rank 1
+    proc.wait(timeout=300)
+    output = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    stops = re.findall(r"^stopped at step (\d+): resume with: .+$", output, re.M)
+    assert proc.returncode == 143 and len(stops) == 1, output[-3000:]  # rank 0's line only
+    assert read_checkpoint(ckpt)["global_step"] == int(stops[0])

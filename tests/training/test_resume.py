@@ -74,13 +74,20 @@ def test_ctrl_c_saves_and_the_run_resumes_as_printed_in_its_own_folder(tmp_path,
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=300)
     stderr = (tmp_path / "stderr.txt").read_text()
-    hint = re.search(r"resume with: (python scripts/train.py ckpt_path=\S+)$", stderr, re.M)
+    hint = re.search(
+        r"^stopped at step (\d+): resume with: (python scripts/train.py ckpt_path=\S+)$",
+        stderr,
+        re.M,
+    )
     assert proc.returncode == 130 and hint and "Traceback" not in stderr, stderr[-2000:]
+    output = stderr + (tmp_path / "stdout.txt").read_text()
+    assert "error:" not in output and "KeyboardInterrupt" not in output
     assert hint.group(0) in (run / "train.log").read_text()
     step = read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"]
+    assert step == int(hint.group(1))
 
     # as printed, with a step limit; the run's own trainer.max_epochs=100 is not restated
-    args = hint.group(1).split()[1:] + [f"trainer.max_steps={step + 3}", "eval.num_episodes=4"]
+    args = hint.group(2).split()[1:] + [f"trainer.max_steps={step + 3}", "eval.num_episodes=4"]
     out = subprocess.run(
         [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -99,3 +106,32 @@ def test_ctrl_c_saves_and_the_run_resumes_as_printed_in_its_own_folder(tmp_path,
     assert code == 2 and err.count("\n") == 1, err
     assert "was trained with model.policy.d_model=64, this config has 128" in err
     assert yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) == saved
+
+
+@pytest.mark.slow
+def test_sigterm_saves_the_step_reached_and_the_printed_command_goes_on(tmp_path):
+    """What `kill`, `docker stop`, Kubernetes and SLURM send: the same stop as Ctrl-C."""
+    run = tmp_path / "run"
+    proc = _train_in_subprocess(tmp_path, "callbacks.last_checkpoint.every_n_train_steps=3")
+    _wait_for_step(run / "checkpoints" / "last.ckpt", 3, proc)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=300)
+    output = (tmp_path / "stdout.txt").read_text() + (tmp_path / "stderr.txt").read_text()
+    stop = re.search(
+        r"^stopped at step (\d+): resume with: (python scripts/train.py ckpt_path=\S+)$",
+        output,
+        re.M,
+    )
+    assert proc.returncode == 143 and stop, output[-2000:]
+    for noise in ("error:", "Traceback", "SIGTERM", "no checkpoint"):
+        assert noise not in output
+    step = int(stop.group(1))
+    assert read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"] == step >= 3
+
+    args = stop.group(2).split()[1:] + [f"trainer.max_steps={step + 2}", "eval.num_episodes=2"]
+    out = subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, (out.stdout + out.stderr)[-2000:]
+    assert f"resuming from {run}/checkpoints/last.ckpt: step {step}," in out.stdout + out.stderr
+    assert read_checkpoint(run / "checkpoints" / "last.ckpt")["global_step"] == step + 2

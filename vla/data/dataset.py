@@ -6,7 +6,8 @@ its contents (env config, episode count, seeds, expert noise, format version), s
 config gets a new dataset and an unchanged one reuses the cache. It is written into a
 temporary folder that is renamed into place only when complete: an interrupted write never
 leaves anything that loads, and a complete copy another process wrote first is kept (only a
-corrupt one is replaced), so a reader never loses the folder it is reading.
+corrupt one is replaced), so a reader never loses the folder it is reading and two runs
+collecting the same set at once both end with one complete copy.
 
 Layout (one memory-mappable `.npy` per field; N steps, E episodes):
     image.npy           uint8   [N,H,W,3]
@@ -28,6 +29,8 @@ Layout (one memory-mappable `.npy` per field; N steps, E episodes):
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -114,13 +117,21 @@ def write_demos(final: Path, arrays: dict, instructions: list[str], meta: dict) 
             np.save(tmp / f"{name}.npy", array)
         (tmp / "instructions.json").write_text(json.dumps(instructions))
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))  # last: marks completeness
-        if final.exists():
-            if _loads(final):  # another process finished first: the same key, the same
-                return  # contents; keep its copy, which someone may be reading
-            stale = final.parent / f".stale-{final.name}-{os.getpid()}"  # a corrupt copy
-            os.replace(final, stale)
-            shutil.rmtree(stale, ignore_errors=True)
-        os.replace(tmp, final)
+        for _ in range(3):  # another writer may come and go between the check and the rename
+            if final.exists():
+                if _loads(final):  # another process finished first: the same key, the same
+                    return  # contents; keep its copy, which someone may be reading
+                stale = final.parent / f".stale-{final.name}-{os.getpid()}"  # a corrupt copy
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(final, stale)
+                shutil.rmtree(stale, ignore_errors=True)
+            try:
+                os.replace(tmp, final)  # a folder is renamed only onto a missing or empty one
+                return
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+        raise DatasetError(f"{final} keeps changing while written: is another process damaging it?")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -6,6 +6,7 @@ import logging
 import time
 
 import lightning as L
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from vla.data.seeds import SELECTION_SEED_START, check_seeds
 from vla.envs.config import env_kwargs_of
@@ -150,8 +151,10 @@ class RolloutEval(L.Callback):
 class LastCheckpoint(L.Callback):
     """The one writer of `<dirpath>/last.ckpt`: every `every_n_train_steps` optimizer steps (so
     a crash loses at most that many), at the end of every epoch (so it holds the final weights
-    when training ends), and on Ctrl-C before Lightning shuts down, so
-    `ckpt_path=<run>/checkpoints/last.ckpt` continues from the step where training stopped."""
+    when training ends), and when the run is stopped (Ctrl-C, SIGTERM) before Lightning shuts
+    down, so `ckpt_path=<run>/checkpoints/last.ckpt` continues from the step where training
+    stopped. A save on stopping that fails (a full disk) leaves the previous file whole
+    (`AtomicCheckpointIO`) and its reason in `save_failed`."""
 
     def __init__(self, dirpath: str, every_n_train_steps: int = 200):
         if every_n_train_steps < 1:
@@ -161,6 +164,7 @@ class LastCheckpoint(L.Callback):
         self.path = f"{dirpath}/last.ckpt"
         self.every_n_train_steps = every_n_train_steps
         self.saved_on_interrupt: str | None = None
+        self.save_failed: str | None = None
         self._saved_step: int | None = None  # a skipped batch leaves the step where it was
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module, outputs, batch, batch_idx):
@@ -176,6 +180,11 @@ class LastCheckpoint(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception):
         # at step 0 (still collecting demonstrations, say) there is nothing to resume
         started = trainer.global_step > 0
-        if isinstance(exception, KeyboardInterrupt) and trainer.state.fn == "fit" and started:
-            trainer.save_checkpoint(self.path, weights_only=False)
+        stopped = isinstance(exception, KeyboardInterrupt | SIGTERMException)
+        if stopped and trainer.state.fn == "fit" and started:
+            try:
+                trainer.save_checkpoint(self.path, weights_only=False)
+            except (OSError, RuntimeError) as e:  # torch's writer raises RuntimeError
+                self.save_failed = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+                return  # the run's last line says so, and which checkpoint to resume from
             self.saved_on_interrupt = self.path

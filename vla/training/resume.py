@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import warnings
 from pathlib import Path
 
@@ -78,6 +79,19 @@ def record_resumed_config(cfg: DictConfig, out_dir: Path) -> None:
     overrides = list(HydraConfig.get().overrides.task)
     (record / "overrides.yaml").write_text(yaml.safe_dump(overrides, default_flow_style=False))
     (record / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+
+
+def requeued_checkpoint(cfg: DictConfig) -> Path | None:
+    """The run's own `last.ckpt` when SLURM has requeued its job (preempted, or stopped before
+    its time limit by `--signal=USR1@90`, which Lightning answers by requeueing): the job
+    starts again with the same config and run folder and goes on from there. None on a first
+    start, outside SLURM, without a checkpoint yet, or when `ckpt_path` is set."""
+    if cfg.ckpt_path is not None or int(os.environ.get("SLURM_RESTART_COUNT") or 0) < 1:
+        return None
+    last = cfg.get("callbacks", {}).get("last_checkpoint")
+    folder = Path(last.dirpath) if last else Path(cfg.paths.output_dir) / "checkpoints"
+    path = folder / "last.ckpt"
+    return path if path.is_file() else None
 
 
 def check_resumable(cfg: DictConfig, policy) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -24,14 +25,15 @@ from vla.eval.runner import check_chunking
 from vla.eval.stats import format_summary, rate_summary
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
-from vla.training.callbacks import RolloutEval
+from vla.training.callbacks import LastCheckpoint, RolloutEval
 from vla.training.module import BCModule, auxiliary_weights
 from vla.training.resume import (
     check_resumable,
     record_resumed_config,
-    resume_hint,
+    requeued_checkpoint,
     resuming_quietly,
 )
+from vla.training.stopping import signal_of, stop_message
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,11 @@ def train(cfg: DictConfig) -> dict:
     policy = instantiate(cfg.model.policy)
     check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
     ckpt_path = None
+    if requeued := requeued_checkpoint(cfg):
+        log.info(
+            f"SLURM requeued this job (SLURM_RESTART_COUNT={os.environ['SLURM_RESTART_COUNT']})"
+        )
+        cfg.ckpt_path = str(requeued)
     if cfg.ckpt_path is not None:  # refuse a bad checkpoint before collecting any data
         ckpt_path = check_resumable(cfg, policy)
     # callbacks check their own values (rollout seeds among them) before any data is made
@@ -127,10 +134,8 @@ def train(cfg: DictConfig) -> dict:
     try:
         with resuming_quietly(ckpt_path):
             trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-    except SystemExit:  # Lightning exits after a Ctrl-C; LastCheckpoint has saved by then
-        saved = [c.saved_on_interrupt for c in callbacks if getattr(c, "saved_on_interrupt", None)]
-        where = resume_hint(saved[0]) if saved else "no checkpoint was saved"
-        raise TrainingInterrupted(f"interrupted at step {trainer.global_step}: {where}") from None
+    except SystemExit as stop:  # Ctrl-C or SIGTERM: LastCheckpoint has saved by then
+        raise stopped_training(stop, callbacks, trainer, out_dir) from None
     trained = time.perf_counter()
 
     if not trainer.is_global_zero:
@@ -159,6 +164,15 @@ def train(cfg: DictConfig) -> dict:
     log.info(f"last checkpoint: {metrics['last_checkpoint']}")
     log.info(f"run directory: {out_dir} (metrics.json, tensorboard/, train.log)")
     return metrics
+
+
+def stopped_training(stop, callbacks, trainer, out_dir: Path) -> TrainingInterrupted:
+    """The error that ends a stopped run: the step, and how to resume."""
+    last = next((c for c in callbacks if isinstance(c, LastCheckpoint)), None)
+    folder = Path(last.path).parent if last else out_dir / "checkpoints"
+    saved = last.saved_on_interrupt if last else None
+    message = stop_message(trainer.global_step, saved, folder, last and last.save_failed)
+    return TrainingInterrupted(message, signal_of(stop), trainer.is_global_zero)
 
 
 def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer) -> dict:

@@ -1,0 +1,145 @@
+"""A run stopped by a signal: its one line, its exit status, where it resumes from."""
+
+import logging
+import signal
+import sys
+import threading
+
+import pytest
+import yaml
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from vla.checkpoint import AtomicCheckpointIO, read_checkpoint
+from vla.cli import run_cli
+from vla.console import LIGHTNING_NOISE, DropMessages
+from vla.errors import TrainingInterrupted
+from vla.training.resume import requeued_checkpoint
+from vla.training.stopping import Terminated, exit_status, signal_of, stop_message
+
+RESUME = "resume with: python scripts/train.py ckpt_path="
+
+
+def _run_with_checkpoints(tmp_path, tiny_ckpt, steps: dict):
+    """A run folder whose checkpoints/ holds a copy of tiny_ckpt at each {name: step}."""
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(["model=tiny"]))
+    ckpt = read_checkpoint(tiny_ckpt)
+    for name, step in steps.items():
+        AtomicCheckpointIO().save_checkpoint(
+            ckpt | {"global_step": step}, run / "checkpoints" / name
+        )
+    return run, run / "checkpoints"
+
+
+def test_the_line_says_how_to_resume_from_the_step_saved_now(tmp_path, tiny_ckpt):
+    run, folder = _run_with_checkpoints(tmp_path, tiny_ckpt, {"last.ckpt": 353})
+    message = stop_message(353, folder / "last.ckpt", folder)
+    assert message == f"stopped at step 353: {RESUME}{run.resolve()}"
+
+
+def test_without_a_save_the_line_names_the_newest_checkpoint_that_loads(tmp_path, tiny_ckpt):
+    run, folder = _run_with_checkpoints(
+        tmp_path, tiny_ckpt, {"last.ckpt": 200, "best-step00100.ckpt": 100}
+    )
+    (folder / "best-step00300.ckpt").write_bytes(b"cut short by a full disk")  # does not load
+    failed = stop_message(353, None, folder, "[Errno 28] No space left on device")
+    assert failed == (
+        "stopped at step 353: saving step 353 failed ([Errno 28] No space left on device); "
+        f"the newest checkpoint is {folder / 'last.ckpt'} (step 200): {RESUME}{run.resolve()}"
+    )
+    # a best checkpoint ahead of last.ckpt is named itself (the run folder means last.ckpt)
+    AtomicCheckpointIO().save_checkpoint(
+        read_checkpoint(tiny_ckpt) | {"global_step": 300}, folder / "best-step00300.ckpt"
+    )
+    newer = stop_message(353, None, folder)
+    assert newer.startswith("stopped at step 353: step 353 was not saved; the newest checkpoint")
+    assert newer.endswith(f"(step 300): {RESUME}{folder / 'best-step00300.ckpt'}")
+    empty = stop_message(0, None, tmp_path / "nowhere")
+    assert (
+        empty == "stopped at step 0: step 0 was not saved and there is no checkpoint to resume from"
+    )
+
+
+def _stop_after(interrupt: BaseException) -> SystemExit:
+    """The SystemExit Lightning raises after it has handled a KeyboardInterrupt."""
+    try:
+        try:
+            raise interrupt
+        except KeyboardInterrupt:
+            sys.exit(1)
+    except SystemExit as e:
+        return e
+
+
+def test_each_signal_gets_its_exit_status():
+    assert exit_status(signal_of(SIGTERMException())) == 143  # Lightning's flag path
+    assert exit_status(signal_of(_stop_after(Terminated(signal.SIGTERM)))) == 143
+    assert exit_status(signal_of(_stop_after(KeyboardInterrupt()))) == 130  # Ctrl-C
+
+
+def _raise(error):
+    def fn(cfg):
+        raise error
+
+    return fn
+
+
+def test_a_stop_is_one_plain_line_on_rank_zero_and_status_128_plus_signal(capsys):
+    message = f"stopped at step 7: {RESUME}/runs/x"
+    with pytest.raises(SystemExit) as info:
+        run_cli(_raise(TrainingInterrupted(message, signal.SIGTERM)), cfg=None)
+    assert info.value.code == 143 and capsys.readouterr().err == message + "\n"
+    with pytest.raises(SystemExit) as info:  # another rank of a DDP run
+        run_cli(_raise(TrainingInterrupted(message, signal.SIGINT, rank_zero=False)), cfg=None)
+    assert info.value.code == 130 and capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
+)
+def test_sigterm_outside_training_stops_with_one_line_and_143(capsys):
+    def collecting(cfg):  # a SIGTERM while demonstrations are collected, say
+        signal.raise_signal(signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the command")
+
+    def callers_own(signum, frame):
+        raise AssertionError("the command's handler was not in place")
+
+    previous = signal.signal(signal.SIGTERM, callers_own)
+    try:
+        with pytest.raises(SystemExit) as info:
+            run_cli(collecting, cfg=None)
+        assert signal.getsignal(signal.SIGTERM) is callers_own  # restored when it ends
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert info.value.code == 143 and capsys.readouterr().err == "stopped (SIGTERM)\n"
+
+
+def test_lightnings_lines_about_a_stop_are_dropped():
+    noise = DropMessages(LIGHTNING_NOISE)
+    for message, kept in [
+        ("\nDetected KeyboardInterrupt, attempting graceful shutdown ...", False),
+        ("[rank: 0] Received SIGTERM: 15", False),
+        ("[rank: 1] Bypassing SIGTERM: 15", False),
+        ("stopped at step 3: resume with: python scripts/train.py ckpt_path=x", True),
+    ]:
+        record = logging.LogRecord("lightning", logging.INFO, __file__, 0, message, None, None)
+        assert noise.filter(record) == kept, message
+
+
+def test_a_requeued_slurm_job_resumes_its_own_last_checkpoint(
+    compose_cfg, tmp_path, tiny_ckpt, monkeypatch
+):
+    cfg = compose_cfg("train", ["model=tiny", f"paths.output_dir={tmp_path}/run"])
+    _run_with_checkpoints(tmp_path, tiny_ckpt, {"last.ckpt": 400})
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    assert requeued_checkpoint(cfg) is None  # not requeued: a run folder is not resumed unasked
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # SLURM's first start
+    assert requeued_checkpoint(cfg) is None
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert requeued_checkpoint(cfg) == tmp_path / "run" / "checkpoints" / "last.ckpt"
+    cfg.ckpt_path = str(tiny_ckpt)  # the user's choice wins
+    assert requeued_checkpoint(cfg) is None
+    fresh = compose_cfg("train", ["model=tiny", f"paths.output_dir={tmp_path}/fresh"])
+    assert requeued_checkpoint(fresh) is None  # requeued before its first checkpoint
