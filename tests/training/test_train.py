@@ -1,6 +1,4 @@
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import hydra
@@ -273,28 +271,6 @@ def test_resume_continues_from_the_saved_step(trained_run, compose_cfg, fast_ove
     )
     metrics = train(cfg)
     assert metrics["global_step"] == saved_step + 5
-
-
-@pytest.mark.slow
-def test_train_script_end_to_end(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "train.py"),
-            "debug=fast",
-            "model=tiny",
-            "env.image_size=32",
-            f"hydra.run.dir={tmp_path}/run",
-            f"data.dir={tmp_path}/data",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "success rate" in out.stdout
-    assert (tmp_path / "run" / "metrics.json").is_file()
-    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()
 
 
 @pytest.mark.slow
