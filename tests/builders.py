@@ -48,15 +48,13 @@ def compose_config(config_name: str | None = "train", overrides=()) -> DictConfi
     return cfg
 
 
+# a seconds-long training run: a few steps of the tiny model on 32 px images
+FAST_RUN = ("debug=fast", "model=tiny", "env.image_size=32")
+
+
 def fast_overrides_in(tmp: Path) -> list[str]:
-    """A seconds-long training run writing everything under `tmp`."""
-    return [
-        "debug=fast",
-        "model=tiny",
-        "env.image_size=32",
-        f"paths.output_dir={tmp}/run",
-        f"data.dir={tmp}/data",
-    ]
+    """FAST_RUN writing everything under `tmp` (its run in <tmp>/run, its data in <tmp>/data)."""
+    return [*FAST_RUN, f"paths.output_dir={tmp}/run", f"data.dir={tmp}/data"]
 
 
 def compose_model(name: str = "tiny", overrides=(), image_size: int = 32) -> DictConfig:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.builders import FAST_RUN
 from vla.checkpoint import (
     AtomicCheckpointIO,
     CheckpointError,
@@ -80,9 +81,7 @@ def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cf
     cfg = compose_cfg(
         "train",
         [
-            "debug=fast",
-            "model=tiny",
-            "env.image_size=32",
+            *FAST_RUN,
             "model.depth=3",
             f"ckpt_path={tiny_ckpt}",
             f"paths.output_dir={tmp_path}/run",

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.builders import run_script_here
+from tests.builders import FAST_RUN, run_script_here
 from vla.cli import override_hints
 from vla.config import instantiate
 from vla.console import FinalLines
@@ -55,14 +55,7 @@ ONE_RUN = pytest.mark.xdist_group("console_fast_run")
 def fast_run(tmp_path_factory):
     """One `debug=fast` training run whose output went to pipes, shared by the tests below."""
     tmp = tmp_path_factory.mktemp("console")
-    out = run_script(
-        "train.py",
-        "debug=fast",
-        "model=tiny",
-        "env.image_size=32",
-        f"hydra.run.dir={tmp}/run",
-        f"data.dir={tmp}/data",
-    )
+    out = run_script("train.py", *FAST_RUN, f"hydra.run.dir={tmp}/run", f"data.dir={tmp}/data")
     assert out.returncode == 0, out.stderr[-2000:]
     return tmp / "run", out
 
@@ -80,6 +73,7 @@ def test_console_shows_our_summary_and_no_library_noise(fast_run, compose_cfg):
     summary = f"{policy.num_tokens()} tokens with an instruction of {words} words"
     assert "GFLOP per sample" in out.stdout and summary in out.stdout
     assert "smoke run" in out.stdout and "run directory:" in out.stdout
+    assert "success rate" in out.stdout
 
 
 @pytest.mark.slow
@@ -100,6 +94,7 @@ def test_run_log_is_a_record_of_the_run(fast_run):
     for line in ("building the policy", "demonstrations: 60 episodes", "rollouts at step 5"):
         assert line in log
     assert "success rate" in log and f"run directory: {run}" in log
+    assert (run / "metrics.json").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
 
 
 @pytest.mark.slow

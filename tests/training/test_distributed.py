@@ -1,5 +1,5 @@
-"""The scaling-up paths, exercised on CPU: DDP over gloo and torchrun, the sweep launchers'
-configs, the GPU recipe (a sweep itself runs in tests/test_study.py)."""
+"""The scaling-up paths, exercised on CPU: DDP over gloo, the ranks torchrun and srun give,
+the sweep launchers' configs, the GPU recipe (a sweep itself runs in tests/test_study.py)."""
 
 import os
 import re
@@ -14,6 +14,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from tests.builders import FAST_RUN
 from tests.training.test_reliability import _train_in_subprocess, _wait_for_step
 from vla.checkpoint import read_checkpoint
 from vla.data.dataset import load_demos
@@ -21,9 +22,7 @@ from vla.training.train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = [
-    "debug=fast",
-    "model=tiny",
-    "env.image_size=32",
+    *FAST_RUN,
     "~logger",
     "callbacks.best_checkpoint=null",
     "threads=1",
@@ -31,10 +30,10 @@ FAST = [
 ]
 
 
-def _train(args, launcher=(sys.executable,)) -> subprocess.CompletedProcess:
-    """scripts/train.py with the FAST overrides and `args`, started by `launcher`."""
+def _train(args) -> subprocess.CompletedProcess:
+    """scripts/train.py with the FAST overrides and `args`."""
     out = subprocess.run(
-        [*launcher, "scripts/train.py", *FAST, *args],
+        [sys.executable, "scripts/train.py", *FAST, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -45,12 +44,12 @@ def _train(args, launcher=(sys.executable,)) -> subprocess.CompletedProcess:
     return out
 
 
-def _ddp_collects_once(tmp_path, launch=(sys.executable,)) -> dict:
+def _ddp_collects_once(tmp_path) -> dict:
     """Two processes from an empty data folder: one collects while the other waits, then
     both load the one copy. Returns the run's last checkpoint."""
     args = ["trainer=ddp_cpu", "data.batch_size=8", f"hydra.run.dir={tmp_path}/ddp"]
     args.append(f"data.dir={tmp_path}/data")  # empty: nothing collected yet
-    out = _train(args, launch)
+    out = _train(args)
     console = out.stdout + out.stderr
     assert console.count("demonstrations: 60 episodes") == 1, console[-3000:]  # one collector
     (dataset,) = (tmp_path / "data").iterdir()  # one copy, no temporary or stale folders
@@ -80,12 +79,32 @@ def test_two_process_ddp_collects_once_and_matches_one_process_with_the_same_glo
             assert a[k] == b[k]
 
 
-@pytest.mark.slow
-def test_torchrun_starts_both_processes_and_one_collects(tmp_path):
-    """torchrun (like srun) starts both processes at once."""
-    port = str(29500 + os.getpid() % 1000)
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
-    _ddp_collects_once(tmp_path, [*launch, "--master_addr=127.0.0.1", f"--master_port={port}"])
+LAUNCHED = {  # what torchrun and srun tell the second of two processes on one node
+    "TorchElasticEnvironment": dict(
+        TORCHELASTIC_RUN_ID="1", RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", GROUP_RANK="0",
+        LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="29500",
+    ),
+    "SLURMEnvironment": dict(
+        SLURM_JOB_ID="7", SLURM_JOB_NAME="train", SLURM_NTASKS="2", SLURM_NTASKS_PER_NODE="2",
+        SLURM_PROCID="1", SLURM_LOCALID="1", SLURM_NODEID="0", SLURM_NODELIST="node1",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("environment", LAUNCHED)
+def test_processes_started_by_torchrun_or_srun_take_their_rank_from_the_launcher(
+    compose_cfg, tmp_path, monkeypatch, environment
+):
+    """torchrun and srun start both processes at once; the recipe's trainer takes each one's
+    rank from the variables they set, which is what decides the one process that collects
+    (the collection itself: the two-process run above, under Lightning's own launcher)."""
+    for name, value in LAUNCHED[environment].items():
+        monkeypatch.setenv(name, value)
+    cfg = compose_cfg("train", ["trainer=ddp_cpu", f"paths.output_dir={tmp_path}"])
+    trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
+    assert type(trainer.strategy.cluster_environment).__name__ == environment
+    assert (trainer.global_rank, trainer.local_rank, trainer.world_size) == (1, 1, 2)
+    assert not trainer.is_global_zero
 
 
 @pytest.mark.parametrize(
