@@ -12,6 +12,8 @@ import hydra
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from lightning.fabric.utilities.rank_zero import rank_zero_only as fabric_rank_zero_only
+from lightning_utilities.core.rank_zero import rank_zero_only as utils_rank_zero_only
 from omegaconf import OmegaConf
 
 from tests.builders import FAST_RUN
@@ -100,6 +102,8 @@ def test_processes_started_by_torchrun_or_srun_take_their_rank_from_the_launcher
     (the collection itself: the two-process run above, under Lightning's own launcher)."""
     for name, value in LAUNCHED[environment].items():
         monkeypatch.setenv(name, value)
+    for rank_zero_only in (fabric_rank_zero_only, utils_rank_zero_only):  # the trainer sets them
+        monkeypatch.setattr(rank_zero_only, "rank", getattr(rank_zero_only, "rank", 0), False)
     cfg = compose_cfg("train", ["trainer=ddp_cpu", f"paths.output_dir={tmp_path}"])
     trainer = hydra.utils.instantiate(cfg.trainer, logger=False, enable_checkpointing=False)
     assert type(trainer.strategy.cluster_environment).__name__ == environment
