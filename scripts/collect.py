@@ -4,19 +4,11 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli, run_script
-from vla.data.prepare import ensure_demos
-from vla.envs.config import env_kwargs_of
+from vla.data.prepare import demos_of
 
 
 def collect_demos(cfg: DictConfig):
-    demos = ensure_demos(
-        env_kwargs_of(cfg.env),
-        cfg.data.dir,
-        num_episodes=cfg.data.num_episodes,
-        seed=cfg.data.seed,
-        noise_std=cfg.data.noise_std,
-        num_workers=cfg.data.collect_workers,
-    )
+    demos = demos_of(cfg)
     meta = demos.meta
     print(
         f"{demos.path}: {meta['num_episodes']} episodes, {meta['num_steps']} steps, "

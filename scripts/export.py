@@ -5,8 +5,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vla.cli import run_cli, run_script
-from vla.data.prepare import ensure_demos
-from vla.envs.config import env_kwargs_of
+from vla.data.prepare import demos_of
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 
@@ -20,14 +19,7 @@ def export_demos(cfg: DictConfig):
     from vla.lerobot.export import check_out, export_lerobot
 
     check_out(cfg.out)  # before minutes of collecting
-    demos = ensure_demos(
-        env_kwargs_of(cfg.env),
-        cfg.data.dir,
-        num_episodes=cfg.data.num_episodes,
-        seed=cfg.data.seed,
-        noise_std=cfg.data.noise_std,
-        num_workers=cfg.data.collect_workers,
-    )
+    demos = demos_of(cfg)
     out = export_lerobot(
         demos,
         cfg.out,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from vla.data.collect import collect
 from vla.data.dataset import DatasetError, Demos, dataset_path, load_demos
+from vla.envs.config import env_kwargs_of
 
 
 def ensure_demos(
@@ -26,3 +27,16 @@ def ensure_demos(
                 print(f"rebuilding the dataset: {e}")
     path = collect(env_kwargs, root, num_episodes, seed, noise_std, num_workers, progress)
     return load_demos(path)
+
+
+def demos_of(cfg) -> Demos:
+    """The demonstrations a composed config names: its `env` and `data` nodes (collect.py,
+    export.py; training goes through the data module, which holds the same values)."""
+    return ensure_demos(
+        env_kwargs_of(cfg.env),
+        cfg.data.dir,
+        num_episodes=cfg.data.num_episodes,
+        seed=cfg.data.seed,
+        noise_std=cfg.data.noise_std,
+        num_workers=cfg.data.collect_workers,
+    )
