@@ -11,7 +11,9 @@ from vla.models.transformer import TransformerEncoder
 
 
 def test_a_spatial_softmax_keypoint_lands_on_the_pixel_its_detector_fires_on():
-    enc = KeypointEncoder(image_size=48, num_keypoints=2, d_model=16, hidden=4, film=False)
+    enc = KeypointEncoder(
+        image_size=48, num_keypoints=2, d_model=16, hidden=4, film=False, kernel_size=3
+    )
     with torch.no_grad():
         enc.detect.weight.zero_()
         enc.detect.bias.zero_()

@@ -1,6 +1,6 @@
 """Demonstrations for behavior cloning: prepared once, split by episode, batched per rank.
 
-A demonstration set is small (tens of thousands of 64 px frames, a few hundred MB), so it is
+A demonstration set is small (tens of thousands of 48 px frames, a few hundred MB), so it is
 loaded once into tensors and batches are cut from them by index (`vla.data.batches`).
 """
 
@@ -52,7 +52,7 @@ class ReachDataModule(L.LightningDataModule):
         seed: int = 0,
         noise_std: float = 0.3,
         collect_workers: int = 1,
-        batch_size: int = 64,
+        batch_size: int = 32,
         val_episodes: int = 100,
         shift: int = 0,
         tokenize: Callable[[list[str]], torch.Tensor] | None = None,

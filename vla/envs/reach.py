@@ -66,7 +66,7 @@ class ReachEnv(gym.Env):
     def __init__(
         self,
         num_targets: int = 3,
-        image_size: int = 64,
+        image_size: int = 48,
         render_size: int = 256,
         max_step: float = 0.06,
         success_radius: float = 0.06,

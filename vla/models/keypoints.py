@@ -57,7 +57,7 @@ class KeypointEncoder(nn.Module):
         d_model: int,
         hidden: int = 32,
         film: bool = True,
-        kernel_size: int = 3,
+        kernel_size: int = 7,
     ):
         super().__init__()
         if num_keypoints < 1 or hidden < 1:
