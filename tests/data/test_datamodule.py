@@ -9,7 +9,7 @@ import vla.data.datamodule as datamodule_module
 from vla.data.batches import TensorBatches, random_shift
 from vla.data.datamodule import ReachDataModule
 from vla.data.dataset import DatasetError
-from vla.keys import ACTION, IMAGE, STATE, TOKENS
+from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
 
 ENV = dict(num_targets=3, image_size=16)
 
@@ -86,6 +86,18 @@ def _datamodule(tmp_path, **kwargs) -> ReachDataModule:
     return ReachDataModule(
         env=ENV, tokenize=lambda texts: torch.zeros(len(texts), 3), **args | kwargs
     )
+
+
+@pytest.mark.parametrize("target, objects", [(False, False), (True, False), (False, True)])
+def test_batches_carry_privileged_arrays_only_when_a_loss_asks(tmp_path, target, objects):
+    dm = _datamodule(tmp_path, target=target, objects=objects)
+    dm.prepare_data()
+    dm.setup()
+    batch = next(iter(dm.train_dataloader()))
+    assert (TARGET in batch, OBJECTS in batch, OBJECT_PAIRS in batch) == (target, objects, objects)
+    if objects:  # every shape of each step's scene: [B,M,2] centres, [B,M] pairs
+        assert batch[OBJECTS].shape == (8, ENV["num_targets"], 2)
+        assert batch[OBJECT_PAIRS].shape == (8, ENV["num_targets"])
 
 
 def test_split_by_episode_and_statistics_from_the_training_split_only(tmp_path):

@@ -76,7 +76,8 @@ def test_the_recipe_adds_the_object_losses_with_their_weights():
     batch = random_batch(policy)
     action_loss, _ = policy(batch)
     module = BCModule(policy, torch.optim.AdamW, object_slot_weight=0.5, pointer_weight=2.0)
-    assert module.uses_target
+    assert module.uses_target and module.uses_objects
+    assert not BCModule(policy, torch.optim.AdamW).uses_objects
     loss, logs, enc = module.model_step(batch)
     aux = object_losses(enc.objects_xy, enc.pointer_logits, batch[keys.OBJECTS], batch[keys.TARGET])
     torch.testing.assert_close(loss, action_loss + 0.5 * aux["slot_mse"] + 2.0 * aux["pointer_ce"])

@@ -29,11 +29,13 @@ def build(cfg: DictConfig, image_size: int | None = None):
     if image_size is not None:
         cfg.env.image_size = image_size
     policy = instantiate(cfg.model.policy)
+    module = make_module(cfg, policy)
     dm = instantiate(
         cfg.data,
         env=env_kwargs_of(cfg.env),
         tokenize=policy.tokenizer.encode,
-        target=make_module(cfg, policy).uses_target,  # batches as the recipe's
+        target=module.uses_target,  # batches as the recipe's
+        objects=module.uses_objects,
     )
     dm.prepare_data()
     dm.setup("fit")

@@ -23,7 +23,7 @@ from vla.keys import (
     STATE,
     TARGET,
     TOKENS,
-)  # fmt: skip
+)
 
 
 class TensorBatches:

@@ -37,8 +37,10 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `model.chunk_size`).
-        target: batches carry TARGET and OBJECTS, where the named target and every shape are
-            (privileged): on only while a training-only loss uses them (`BCModule.uses_target`).
+        target: batches carry TARGET, where the shape to reach is (privileged): on only while
+            a training-only loss uses it (`BCModule.uses_target`).
+        objects: batches carry OBJECTS and OBJECT_PAIRS, where every shape is and what it is
+            (privileged), likewise (`BCModule.uses_objects`).
         prepare_per_node: collect missing demonstrations once per node (a node-local `dir`)
             instead of once in all (a `dir` every node shares). Either way one process
             collects and the others wait, then load what it wrote.
@@ -59,6 +61,7 @@ class ReachDataModule(L.LightningDataModule):
         shuffle_seed: int = 0,
         chunk_size: int = 1,
         target: bool = False,
+        objects: bool = False,
         prepare_per_node: bool = False,
     ):
         super().__init__()
@@ -83,7 +86,7 @@ class ReachDataModule(L.LightningDataModule):
         self.tokenize = tokenize
         self.shuffle_seed = shuffle_seed
         self.chunk_size = chunk_size
-        self.target = target
+        self.target, self.objects = target, objects
         self.prepare_data_per_node = prepare_per_node  # Lightning's switch, see prepare_data
         self.demos: Demos | None = None
         self.prepare_seconds = 0.0  # how long prepare_data took in this process
@@ -136,6 +139,7 @@ class ReachDataModule(L.LightningDataModule):
         }
         if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
             self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
+        if self.objects:  # per step, for the object losses: every shape's centre and pair
             self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))  # [N,M,2]
             self.tensors[OBJECT_PAIRS] = torch.from_numpy(d.object_pairs.astype(np.int64))  # [N,M]
         first_val_step = (

@@ -55,7 +55,7 @@ class Demos:
 
     image [N,H,W,3] uint8, state [N,4], action [N,2], episode [N] (episode of each step),
     episode_start [E], target_pair [N], target_position [N,2], object_centres [N,M,2],
-    object_pairs [N,M],    instructions: E strings.
+    object_pairs [N,M], instructions: E strings.
     """
 
     path: Path

@@ -54,7 +54,7 @@ class LeRobotDataModule(ReachDataModule):
         super().__init__(**kwargs)
         if path is None:
             raise ConfigError("data=lerobot needs data.path=<a LeRobotDataset folder>")
-        if self.target:
+        if self.target or self.objects:
             raise ConfigError(
                 "data=lerobot has no shape positions: the training-only losses that need them "
                 "(model.*_weight > 0) must be off"

@@ -130,9 +130,14 @@ class BCModule(L.LightningModule):
     @property
     def uses_target(self) -> bool:
         """Whether batches must carry TARGET (the named target's position)."""
-        weights = (self.target_keypoint_weight, self.target_position_weight)
-        weights += (self.object_slot_weight, self.pointer_weight, self.object_attribute_weight)
-        return max(weights) > 0
+        return (
+            self.uses_objects or max(self.target_keypoint_weight, self.target_position_weight) > 0
+        )
+
+    @property
+    def uses_objects(self) -> bool:
+        """Whether batches must carry OBJECTS and OBJECT_PAIRS (every shape's centre and pair)."""
+        return max(self.object_slot_weight, self.pointer_weight, self.object_attribute_weight) > 0
 
     def setup(self, stage: str) -> None:
         """The policy's units come from the training split (set after the data is prepared,
@@ -157,7 +162,7 @@ class BCModule(L.LightningModule):
             aux = target_position_loss(guess, batch[TARGET])
             loss = loss + self.target_position_weight * aux
             logs = logs | {"target_position_mse": aux.detach()}
-        if max(self.object_slot_weight, self.pointer_weight, self.object_attribute_weight) > 0:
+        if self.uses_objects:
             pointer = encoding.pointer_logits if self.pointer_weight > 0 else None
             attributes = None
             if self.object_attribute_weight > 0:

@@ -104,6 +104,7 @@ def train(cfg: DictConfig) -> dict:
         tokenize=policy.tokenizer.encode,
         shuffle_seed=cfg.seed,
         target=module.uses_target,
+        objects=module.uses_objects,
     )
     if cfg.get("compile"):
         policy.compile()  # in place: parameter names (and checkpoints) stay the same
