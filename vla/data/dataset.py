@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vla.envs.config import episode_values
 from vla.errors import DatasetError
 
 FORMAT_VERSION = 4
@@ -81,12 +82,8 @@ class Demos:
 
 
 def dataset_key(env_kwargs: dict, num_episodes: int, seed: int, noise_std: float) -> str:
-    """Hash of everything that decides a dataset's contents. render_* only affects people; a
-    null value is the env's default and is left out, so a key added with a null default
-    (`relation_words`) keeps every existing dataset's key."""
-    env = {
-        k: v for k, v in sorted(env_kwargs.items()) if not k.startswith("render") and v is not None
-    }
+    """Hash of everything that decides a dataset's contents (`episode_values` of the env)."""
+    env = episode_values(env_kwargs)
     spec = dict(
         format=FORMAT_VERSION, env=env, num_episodes=num_episodes, seed=seed, noise=noise_std
     )

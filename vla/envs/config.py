@@ -43,6 +43,15 @@ def env_changes(env_cfg) -> dict:
     return {k: v for k, v in env_kwargs_of(env_cfg).items() if v is not None}
 
 
+def episode_values(env_kwargs: dict) -> dict:
+    """The env values that decide what its episodes hold, sorted by name: render_* only affects
+    people, and a null value is the env's default (so a key added with a null default keeps
+    every existing dataset's key)."""
+    return {
+        k: v for k, v in sorted(env_kwargs.items()) if not k.startswith("render") and v is not None
+    }
+
+
 def check_env_args(a: dict, metadata: dict) -> None:
     """Refuses ReachEnv arguments that cannot work, with one message naming the key(s)."""
     max_targets = len(PAIRS) if a["shared_colours"] else len(COLOURS)

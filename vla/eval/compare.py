@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vla.envs.config import episode_values
 from vla.errors import ConfigError
 from vla.eval.rollout import Rollouts, rollout
 from vla.eval.stats import format_summary, mcnemar_exact, rate_summary
@@ -28,12 +29,8 @@ log = logging.getLogger(__name__)
 
 def check_same_env(env_a: dict, env_b: dict) -> None:
     """Refuses two checkpoints whose envs (as trained, with the evaluation's changes) differ:
-    the same seeds would not be the same episodes. Null values are the env's defaults."""
-
-    def plain(env: dict) -> dict:
-        return {k: v for k, v in env.items() if v is not None and not k.startswith("render")}
-
-    a, b = plain(env_a), plain(env_b)
+    the same seeds would not be the same episodes (`episode_values`)."""
+    a, b = episode_values(env_a), episode_values(env_b)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
     if differ:
         values = ", ".join(f"env.{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in differ)
