@@ -1,6 +1,6 @@
 """Every command line and override the docs quote composes, as `--cfg job` would show it.
 
-Quoted are: `python scripts/<x>.py ...` lines (in code blocks and inline code, where a line
+Quoted are: `python scripts/<x>.py ...` and `vla-<x> ...` lines (in code blocks and inline code, where a line
 ending in a backslash goes on) and inline code made only of overrides (`model.depth=2`,
 `experiment=flow`, `model/head=discrete|continuous`, `~callbacks.ema`). A command composes
 with its script's config; a lone override with the config of any script (`eval.record=2`
@@ -24,12 +24,22 @@ from tests.builders import CONF_DIR, compose_config
 from vla.config import check_group_choices
 
 ROOT = CONF_DIR.parent
+
+
+def _command_text(script: Path) -> str:
+    """What runs `script`: its command in vla/commands/ (`vla-<name>` installed), or itself."""
+    command = ROOT / "vla" / "commands" / script.name
+    return command.read_text() if command.is_file() else script.read_text()
+
+
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-SCRIPTS = {  # scripts/<name>.py -> the config it composes (None: it takes no overrides)
-    p.name: (m.group(1) if (m := re.search(r'config_name="(\w+)"', p.read_text())) else None)
+SCRIPTS = {  # scripts/<name>.py -> the config its command composes (None: it takes no overrides)
+    p.name: (m.group(1) if (m := re.search(r'config_name="(\w+)"', _command_text(p))) else None)
     for p in (ROOT / "scripts").glob("*.py")
 }
 CONFIGS = sorted({c for c in SCRIPTS.values() if c is not None})
+# `python scripts/<name>.py ...` or, installed, `vla-<name> ...`
+COMMAND = re.compile(r"(?:(?:python )?scripts/(\S+\.py)|(?<![\w/-])vla-(\w+)\b)(.*)", re.S)
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
 OVERRIDE = re.compile(r"^[~+]*[a-z_][\w/.@-]*(=.*)?$")  # key=value, group/option=, ~key
 NOT_OVERRIDES = {  # inline code shaped like an override that is Python, not a command line
@@ -55,12 +65,13 @@ def quoted(path: Path) -> tuple[list[tuple[str, list[str]]], list[list[str]]]:
     text = path.read_text()
     commands, lone = [], []
     blocks = [b.replace("\\\n", " ") for b in FENCE.findall(text)]
-    lines = [line for b in blocks for line in b.splitlines() if "scripts/" in line]
+    lines = [line for b in blocks for line in b.splitlines() if COMMAND.search(line)]
     spans = re.findall(r"`([^`]+)`", FENCE.sub("", text))  # inline code may wrap lines
     for line, comments in [*((ln, True) for ln in lines), *((s, False) for s in spans)]:
-        if m := re.search(r"(?:python )?scripts/(\S+\.py)(.*)", line, re.S):
-            args = _tokens(m.group(2), comments)
-            commands.append((m.group(1), [t for t in args if not t.startswith("-")]))
+        if m := COMMAND.search(line):
+            args = _tokens(m.group(3), comments)
+            script = m.group(1) or f"{m.group(2)}.py"
+            commands.append((script, [t for t in args if not t.startswith("-")]))
         elif "=" in line or line.startswith("~"):
             try:
                 tokens = _tokens(line)

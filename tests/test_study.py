@@ -190,3 +190,12 @@ def test_suites_join_their_training_runs_and_report_worst_and_median_seeds(tmp_p
     )
     # the study's own table gives each final rate its interval and episodes
     assert "| `(defaults)` | 0 | 50.0% [" in (tmp_path / "study.md").read_text()
+
+
+def test_a_missing_runs_folder_is_one_line_and_leaves_no_folder(tmp_path, capsys):
+    code, _, err = run_script_here("study.py", f"runs={tmp_path}/missing", capsys=capsys)
+    assert code == 2, err
+    assert err.strip().splitlines() == [
+        f"error: no training runs (metrics.json beside .hydra/) under {tmp_path}/missing"
+    ]
+    assert not (tmp_path / "missing").exists()  # Hydra made it for its log file

@@ -84,7 +84,8 @@ def log_to_file(message: str, exc_info=None) -> None:
 def remove_unstarted_run(cfg) -> Path | None:
     """Removes the run folder Hydra made for a command that failed before writing anything
     (it holds only `.hydra/` and the log file), and the folders above it inside
-    `paths.log_dir` that this leaves empty; returns the run folder if it was removed."""
+    `paths.log_dir` (where the config has one) that this leaves empty; returns the run folder
+    if it was removed."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
@@ -100,9 +101,11 @@ def remove_unstarted_run(cfg) -> Path | None:
             logging.getLogger().removeHandler(handler)
             handler.close()
     shutil.rmtree(run)
-    log_dir = Path(cfg.paths.log_dir).resolve()
+    log_dir = OmegaConf.select(cfg, "paths.log_dir")  # none for the study: it writes into `runs`
+    if log_dir is None:
+        return run
     parent = run.resolve().parent
-    while parent.is_relative_to(log_dir) and not any(parent.iterdir()):
+    while parent.is_relative_to(Path(log_dir).resolve()) and not any(parent.iterdir()):
         parent.rmdir()
         parent = parent.parent
     return run

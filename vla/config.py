@@ -1,7 +1,8 @@
-"""Building objects from Hydra config nodes, with the user's error in front."""
+"""Where the config folder is; objects built from its nodes, the user's error in front."""
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 import hydra
@@ -10,7 +11,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from vla.errors import ConfigError, UserError
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
+
+def _conf_dir() -> Path:
+    """The config folder: `vla/conf`, package data, when installed from a wheel (`pip install
+    .`); the checkout's top-level `conf/` when run from it (an editable install, PYTHONPATH)."""
+    packaged = Path(str(files("vla") / "conf"))
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "conf"
+
+
+CONF = _conf_dir()
 
 
 def check_group_choices(cfg: DictConfig) -> None:

@@ -13,7 +13,8 @@ from tests.training.test_reliability import ROOT, _train_in_subprocess, _wait_fo
 from vla.checkpoint import AtomicCheckpointIO, read_checkpoint
 from vla.config import instantiate
 from vla.errors import CheckpointError, ConfigError
-from vla.training.resume import check_resumable, resume_argv, run_folder_of
+from vla.run_folder import run_folder_of
+from vla.training.resume import check_resumable, resume_argv
 
 
 def _run_folder(tmp_path, overrides):

@@ -25,7 +25,7 @@ from gymnasium import spaces
 from vla.envs import render, scene
 from vla.envs.config import check_env_args
 from vla.envs.families import Split
-from vla.envs.grammar import COLOURS, HELD_OUT_PAIRS, HELD_OUT_RELATIONS, HELD_OUT_VERBS, PAIRS
+from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS, HELD_OUT_VERBS
 from vla.keys import IMAGE, INSTRUCTION, STATE
 
 STATE_DIM = 4
@@ -172,7 +172,7 @@ class ReachEnv(gym.Env):
         self._pos = scene.sample_start(rng, self._centres, self.min_separation)
         self._vel = np.zeros(2, dtype=np.float32)
         self._elapsed, self._stage = 0, 0
-        self._render_scene()
+        self._scene = self._draw(self.image_size)  # what stays put: drawn once per stage
         self._distance = self._target_distance()
         return self._get_obs(), self._get_info()
 
@@ -195,7 +195,7 @@ class ReachEnv(gym.Env):
         if self._targets and self._distance <= self.success_radius:
             self._stage += 1  # reached: the next shape of the chain is the one to reach now
             if self._stage < len(self._targets):
-                self._render_scene()  # the reached shape is drawn dimmed from now on
+                self._scene = self._draw(self.image_size)  # the reached shape now dimmed
                 self._distance = self._target_distance()
         terminated = bool(self._targets) and self._stage == len(self._targets)
         if terminated:
@@ -211,39 +211,23 @@ class ReachEnv(gym.Env):
         # the success radius as a faint ring around the effector, for people watching
         render.draw_disc(frame, self._pos, self.success_radius, colour=(90, 90, 110))
         render.draw_disc(frame, self._pos, self._effector_radius)
-        if self.pixel_noise:
-            # noise like the policy's, from a generator of its own: watching must not change it
-            frame = self._noisy(frame, np.random.default_rng(self._elapsed))
+        # noise like the policy's, from a generator of its own: watching must not change it
+        frame = render.add_noise(frame, self.pixel_noise, np.random.default_rng(self._elapsed))
         return frame
 
     # ---- helpers ----
     def _draw(self, size: int) -> np.ndarray:
         """The shapes on the floor, those already reached dimmed."""
-        reached = set(self._targets[: self._stage])
-        colours = [
-            render.dimmed(COLOURS[PAIRS[p][0]]) if i in reached else COLOURS[PAIRS[p][0]]
-            for i, p in enumerate(self._pairs)
-        ]
-        shapes = [PAIRS[p][1] for p in self._pairs]
-        return render.draw_scene(
-            size, shapes, colours, self._centres, self.target_size / 2, self.background
-        )
-
-    def _render_scene(self) -> None:
-        self._scene = self._draw(self.image_size)
+        reached = frozenset(self._targets[: self._stage])
+        half = self.target_size / 2
+        return render.draw_scene(size, self._pairs, self._centres, half, reached, self.background)
 
     def _get_obs(self) -> dict:
         image = self._scene.copy()
         render.draw_disc(image, self._pos, self._effector_radius)
-        image = self._noisy(image, self.np_random)
+        image = render.add_noise(image, self.pixel_noise, self.np_random)
         state = np.concatenate([self._pos, self._vel]).astype(np.float32)
         return {IMAGE: image, STATE: state, INSTRUCTION: self._text}
-
-    def _noisy(self, image: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        if self.pixel_noise == 0:
-            return image
-        noise = rng.normal(0.0, self.pixel_noise, image.shape)
-        return np.clip(image + noise, 0, 255).astype(np.uint8)
 
     def _get_info(self) -> dict:
         now = self._now()

@@ -10,6 +10,8 @@ import functools
 
 import numpy as np
 
+from vla.envs.grammar import COLOURS, PAIRS
+
 BACKGROUND = (24, 24, 32)
 EFFECTOR = (255, 255, 255)
 REACHED_BRIGHTNESS = 0.4  # a shape already reached (in a sequence) keeps its hue, dimmed
@@ -40,23 +42,33 @@ def shape_mask(shape: str, centre: np.ndarray, half: float, size: int) -> np.nda
 
 def draw_scene(
     size: int,
-    shapes: list[str],
-    colours: list[tuple[int, int, int]],
+    pairs: list[int],
     centres: np.ndarray,
     half: float,
+    reached: frozenset[int] = frozenset(),
     background: tuple[int, int, int] = BACKGROUND,
 ) -> np.ndarray:
-    """The static part of a frame: background and shapes. Returns uint8 [S,S,3]."""
+    """The static part of a frame: the background and each shape (`pairs`: indices into
+    `grammar.PAIRS`), the indices in `reached` dimmed. Returns uint8 [S,S,3]."""
     image = np.empty((size, size, 3), dtype=np.uint8)
     image[:] = background
-    for shape, colour, centre in zip(shapes, colours, centres, strict=True):
-        image[shape_mask(shape, centre, half, size)] = colour
+    for i, (pair, centre) in enumerate(zip(pairs, centres, strict=True)):
+        colour, shape = COLOURS[PAIRS[pair][0]], PAIRS[pair][1]
+        image[shape_mask(shape, centre, half, size)] = dimmed(colour) if i in reached else colour
     return image
 
 
 def dimmed(colour: tuple[int, int, int]) -> tuple[int, int, int]:
     """How a shape that has been reached is drawn."""
     return tuple(round(c * REACHED_BRIGHTNESS) for c in colour)
+
+
+def add_noise(image: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
+    """uint8 `image` plus Gaussian pixel noise of `std` (0-255 units), drawn from `rng`."""
+    if std == 0:
+        return image
+    noise = rng.normal(0.0, std, image.shape)
+    return np.clip(image + noise, 0, 255).astype(np.uint8)
 
 
 def draw_disc(image: np.ndarray, centre: np.ndarray, radius: float, colour=EFFECTOR) -> None:

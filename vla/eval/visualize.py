@@ -20,9 +20,9 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.eval.attention import episode_attention_figures
 from vla.eval.objects_figure import objects_figure, slot_maps
-from vla.eval.run_folder import resolve_ckpt_path
 from vla.eval.runner import PolicyRunner
 from vla.keys import IMAGE, INSTRUCTION, STATE
+from vla.run_folder import resolve_ckpt_path
 from vla.runtime import configure_torch
 
 log = logging.getLogger(__name__)

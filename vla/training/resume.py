@@ -23,22 +23,11 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from vla.errors import CheckpointError, ConfigError
-from vla.eval.run_folder import resolve_ckpt_path
+from vla.run_folder import resolve_ckpt_path, run_folder_of
 
 log = logging.getLogger(__name__)
 
 CKPT_KEY = "ckpt_path"
-
-
-def run_folder_of(ckpt_path) -> Path | None:
-    """The training run folder `ckpt_path` belongs to: itself, the run of its `checkpoints/`
-    folder, or the run holding the checkpoint file; None outside a run folder."""
-    path = Path(ckpt_path).expanduser()
-    for candidate in (path, path.parent, path.parent.parent):
-        ours = candidate == path or candidate / "checkpoints" in (path, path.parent)
-        if ours and (candidate / ".hydra" / "overrides.yaml").is_file():
-            return candidate.resolve()
-    return None
 
 
 def override_key(override: str) -> str:

@@ -17,7 +17,8 @@ import signal
 import threading
 from pathlib import Path
 
-from vla.training.resume import resume_hint, run_folder_of
+from vla.run_folder import run_folder_of
+from vla.training.resume import resume_hint
 
 
 class Terminated(KeyboardInterrupt):

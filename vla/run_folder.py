@@ -1,4 +1,5 @@
-"""`ckpt_path` may name a training run folder: its `checkpoints/last.ckpt` is meant."""
+"""A training run folder: `checkpoints/last.ckpt` and Hydra's record `.hydra/overrides.yaml`.
+`ckpt_path` may name one wherever a checkpoint is taken (evaluation, pictures, resuming)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,14 @@ def resolve_ckpt_path(ckpt_path) -> Path:
         f"ckpt_path={str(path)!r} is a folder without checkpoints/last.ckpt: pass a run folder "
         "of scripts/train.py or a .ckpt file"
     )
+
+
+def run_folder_of(ckpt_path) -> Path | None:
+    """The training run folder `ckpt_path` belongs to: itself, the run of its `checkpoints/`
+    folder, or the run holding the checkpoint file; None outside a run folder."""
+    path = Path(ckpt_path).expanduser()
+    for candidate in (path, path.parent, path.parent.parent):
+        ours = candidate == path or candidate / "checkpoints" in (path, path.parent)
+        if ours and (candidate / ".hydra" / "overrides.yaml").is_file():
+            return candidate.resolve()
+    return None
