@@ -26,7 +26,7 @@ from vla.lerobot import layout, stats
 from vla.lerobot.data_files import DataFiles, data_schema, episode_table
 from vla.lerobot.layout import ACTION_KEY, IMAGE_KEY, STATE_KEY
 
-MARKER = "meta/vla_export.json"  # says this exporter wrote the folder: it may replace it
+MARKER = layout.EXPORT_MARKER  # this exporter wrote the folder: it may replace it
 ROBOT_TYPE = "vla_reach"
 STATE_NAMES = ["x", "y", "vx", "vy"]
 ACTION_NAMES = ["vx", "vy"]
@@ -35,12 +35,18 @@ ACTION_NAMES = ["vx", "vy"]
 def features_of(demos: Demos) -> dict:
     """info.json's features: ours, then lerobot's bookkeeping."""
     h, w, c = demos.image.shape[1:]
+    state, action = demos.state.shape[1], demos.action.shape[1]
     ours = {
         IMAGE_KEY: {"dtype": "image", "shape": [h, w, c], "names": ["height", "width", "channels"]},
-        STATE_KEY: {"dtype": "float32", "shape": [demos.state.shape[1]], "names": STATE_NAMES},
-        ACTION_KEY: {"dtype": "float32", "shape": [demos.action.shape[1]], "names": ACTION_NAMES},
+        STATE_KEY: {"dtype": "float32", "shape": [state], "names": named(STATE_NAMES, state)},
+        ACTION_KEY: {"dtype": "float32", "shape": [action], "names": named(ACTION_NAMES, action)},
     }
     return {**ours, **{k: dict(v) for k, v in layout.DEFAULT_FEATURES.items()}}
+
+
+def named(names: list[str], size: int) -> list[str] | None:
+    """Our names for a vector's entries, if it is ours (arrays of another task have none)."""
+    return names if len(names) == size else None
 
 
 def check_out(out) -> None:
