@@ -1,9 +1,9 @@
 """Write a demonstration set as a LeRobotDataset v3.0 folder (`vla.lerobot.layout`).
 
-Each step becomes a frame: `observation.image` (PNG bytes, dtype "image": lerobot's AV1
-video refuses frames under 64 px), `observation.state`, `action` (the expert's clean label),
-and the episode's instruction as its task. Episodes go into the data files in order, one
-parquet row group each, as lerobot's recorder writes them.
+Each step becomes a frame: `observation.image` (PNG bytes in the parquet, dtype "image"; or,
+with `video=True`, an H.264 video feature: `vla.lerobot.video`), `observation.state`, `action`
+(the expert's clean label), and the episode's instruction as its task. Episodes go into the
+data files in order, one parquet row group each, as lerobot's recorder writes them.
 
 The folder is written beside `out` and renamed into place when complete. An existing `out`
 is replaced only if this exporter wrote it (it holds `meta/vla_export.json`).

@@ -7,12 +7,12 @@ past `video_files_size_in_mb`, and the episodes table says where each episode is
 seconds inside that file. Frame i of an episode is the file's frame at
 `from_timestamp + timestamp[i]`.
 
-Writing uses H.264 (libx264): lerobot's default AV1 encoder (libsvtav1) refuses frames under
-64 px. A keyframe every 2 frames (lerobot's `g=2`) keeps any frame quick to decode, and x264's
-`zerolatency` tuning encodes each frame as it comes, so the bytes written so far measure a
-file's size for the roll-over rule after every episode. H.264 is lossy, so the frames read
-back are close to the originals, not equal; `yuv444p` keeps the colours at full resolution
-(`yuv420p`, lerobot's default, halves them).
+Writing uses H.264 (libx264), lossy, so the frames read back are close to the originals, not
+equal. Its `yuv444p` keeps the colours at full resolution; lerobot's default, AV1 (libsvtav1),
+encodes 4:2:0 only, which halves them: at 48 px that blurs the shapes' colours. A keyframe
+every 2 frames (lerobot's `g=2`) keeps any frame quick to decode, and x264's `zerolatency`
+tuning encodes each frame as it comes, so the bytes written so far measure a file's size for
+the roll-over rule after every episode.
 
 Reading takes any codec this PyAV build decodes (AV1, H.264, ...): each file is decoded once,
 and each frame matched to its timestamp within lerobot's tolerance (1e-4 s).
