@@ -12,6 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from vla.checkpoint import read_checkpoint
 from vla.data.dataset import Demos
 from vla.errors import ConfigError
+from vla.training.offline import without_rollouts
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("pandas")
@@ -87,7 +88,8 @@ def test_trains_without_an_env(other, compose_cfg, fast_overrides, tmp_path, cap
     assert ckpt["global_step"] == 5
     events = EventAccumulator(str(run / "tensorboard")).Reload()
     tags = set(events.Tags()["scalars"])
-    assert {"train/loss", "val/loss"} <= tags and not any(t.startswith("eval/") for t in tags)
+    assert {"train/loss", "val/loss", "final/val_loss"} <= tags
+    assert not any(t.startswith("eval/") for t in tags)
     losses = [e.value for e in events.Scalars("train/loss")]
     assert all(torch.isfinite(torch.tensor(losses)))
 
@@ -116,3 +118,9 @@ def test_rollouts_follow_the_dataset(other, exported, compose_cfg, fast_override
     forced = compose_cfg("train", [*overrides(other, fast_overrides), "data.rollouts=true"])
     with pytest.raises(ConfigError, match=r"do not fit the env's state \[4\] and action \[2\]"):
         LeRobotDataModule.configure(forced)
+    held_out = [
+        o.replace("val_episodes=2", "val_episodes=0") for o in overrides(other, fast_overrides)
+    ]
+    unheld = compose_cfg("train", held_out)
+    with pytest.raises(ConfigError, match="data.val_episodes=0: without an env"):
+        without_rollouts(unheld)
