@@ -9,9 +9,9 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from vla.checkpoint import read_checkpoint
+from vla.checkpoint import load_policy, read_checkpoint
 from vla.data.dataset import Demos
-from vla.errors import ConfigError
+from vla.errors import CheckpointError, ConfigError
 from vla.training.offline import without_rollouts
 
 pytest.importorskip("pyarrow")
@@ -86,6 +86,8 @@ def test_trains_without_an_env(other, compose_cfg, fast_overrides, tmp_path, cap
     config = ckpt["vla"]["policy_config"]
     assert config["state_encoder"]["state_dim"] == 6 and config["head"]["action_dim"] == 3
     assert ckpt["global_step"] == 5
+    with pytest.raises(CheckpointError, match="no env to roll out in"):
+        load_policy(run / "checkpoints" / "last.ckpt")  # what eval.py and visualize.py read
     events = EventAccumulator(str(run / "tensorboard")).Reload()
     tags = set(events.Tags()["scalars"])
     assert {"train/loss", "val/loss", "final/val_loss"} <= tags

@@ -98,7 +98,7 @@ def train(cfg: DictConfig) -> dict:
         optimizer=instantiate(cfg.optimizer),
         scheduler=instantiate(cfg.scheduler),
         policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
-        env_config=env_kwargs,
+        env_config=env_kwargs if rollouts else None,  # no env: nothing to evaluate it on
         nonfinite=cfg.nonfinite,
         **auxiliary_weights(cfg.model),
     )
