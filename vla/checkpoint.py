@@ -4,7 +4,8 @@ checked. A checkpoint is data, never code.
 A checkpoint is Lightning's dict (`state_dict`, optimizer and loop state, callbacks) plus
     vla["format"]          CHECKPOINT_VERSION, checked on every read
     vla["policy_config"]   the resolved Hydra config that rebuilds the policy (vla.* targets only)
-    vla["env_config"]      the ReachEnv keyword arguments the policy was trained on
+    vla["env_config"]      the ReachEnv keyword arguments the policy was trained on (null: its
+                           data had no env to roll out in, `vla.training.offline`)
 so evaluation needs nothing but the file.
 
 Writes go to a temporary file that is fsynced and renamed over the target, so a kill during a
@@ -143,4 +144,9 @@ def policy_from_checkpoint(ckpt: dict, path="checkpoint") -> VLAPolicy:
 def load_policy(path) -> tuple[VLAPolicy, dict]:
     """(policy in eval mode, env config it was trained on) from a checkpoint file."""
     ckpt = read_checkpoint(path)
+    if ckpt["vla"]["env_config"] is None:
+        raise CheckpointError(
+            f"{path} was trained on data with no env to roll out in (data.rollouts=false): "
+            "there is no task to evaluate it on"
+        )
     return policy_from_checkpoint(ckpt, path), dict(ckpt["vla"]["env_config"])

@@ -23,7 +23,7 @@ def test_same_tensors_as_the_native_set(exported, demos):
     native = ReachDataModule(**COMMON, num_episodes=6, seed=3, dir=demos.path.parent)
     native.demos = demos
     native.setup()
-    imported = LeRobotDataModule(path=str(exported), state_dim=4, action_dim=2, **COMMON)
+    imported = LeRobotDataModule(path=str(exported), **COMMON)
     imported.prepare_data()
     imported.setup()
     for key in (IMAGE, STATE, ACTION, TOKENS, EPISODE):
@@ -37,8 +37,6 @@ def test_same_tensors_as_the_native_set(exported, demos):
 def test_refusals(exported, tmp_path, caplog):
     with pytest.raises(DatasetError, match=r"data.image_key='observation.images.top'.*it has"):
         LeRobotDataModule(path=str(exported), image_key="observation.images.top", **COMMON).setup()
-    with pytest.raises(DatasetError, match="set model.state_dim=4"):
-        LeRobotDataModule(path=str(exported), state_dim=7, **COMMON).setup()
     with pytest.raises(DatasetError, match="is not a LeRobotDataset"):
         LeRobotDataModule(path=str(tmp_path), **COMMON).setup()
     with pytest.raises(ConfigError, match="needs data.path"):

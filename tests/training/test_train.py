@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import vla.data.datamodule
 import vla.training.callbacks
-import vla.training.train
+import vla.training.outcome
 from tests.builders import compose_config, fast_overrides_in
 from vla.checkpoint import load_policy, read_checkpoint
 from vla.errors import SeedRangeError
@@ -151,7 +151,7 @@ def trained_run(tmp_path_factory):
     the policy's weights each of them ran. Shared: a test must not change its folder."""
     seeds, weights = [], []
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for module in (vla.training.train, vla.training.callbacks):
+        for module in (vla.training.outcome, vla.training.callbacks):
             real = module.rollout
 
             def recorded(policy, env, n, seed, *a, _real=real, _who=module.__name__, **k):
@@ -179,7 +179,7 @@ def test_end_to_end_train_writes_checkpoint_tensorboard_and_metrics(trained_run)
     selection = cfg.callbacks.rollout_eval  # picks the best checkpoint on its own episodes
     assert metrics["rollout_seeds"] == [
         ("callbacks", 2_000_000_000, selection.num_episodes),  # after the one epoch
-        ("train", 1_000_000_000, cfg.eval.num_episodes),  # the final test
+        ("outcome", 1_000_000_000, cfg.eval.num_episodes),  # the final test
     ]
     # the reported rate is the final weights' on the test episodes: rolling the saved
     # checkpoint out again on those seeds gives the same episodes and the same outcome
@@ -300,9 +300,9 @@ def test_early_stopping_ends_the_run_and_the_test_episodes_still_run(
     compose_cfg, fast_overrides, monkeypatch
 ):
     finals = []
-    real = vla.training.train.rollout
+    real = vla.training.outcome.rollout
     monkeypatch.setattr(
-        vla.training.train,
+        vla.training.outcome,
         "rollout",
         lambda p, e, n, seed, *a, **k: finals.append((seed, n)) or real(p, e, n, seed, *a, **k),
     )

@@ -27,6 +27,10 @@ def export_demos(cfg: DictConfig):
         robot_type=cfg.lerobot.robot_type,
         chunks_size=cfg.lerobot.chunks_size,
         data_files_size_in_mb=cfg.lerobot.data_files_size_in_mb,
+        video=cfg.lerobot.video,
+        video_pix_fmt=cfg.lerobot.video_pix_fmt,
+        video_crf=cfg.lerobot.video_crf,
+        video_files_size_in_mb=cfg.lerobot.video_files_size_in_mb,
     )
     print(f"{out}: LeRobotDataset v3.0, {demos.num_episodes} episodes, {demos.num_steps} frames")
     return out

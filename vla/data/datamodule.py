@@ -92,6 +92,11 @@ class ReachDataModule(L.LightningDataModule):
         self.prepare_seconds = 0.0  # how long prepare_data took in this process
         self.tensors: dict[str, torch.Tensor] | None = None
 
+    @classmethod
+    def configure(cls, cfg) -> None:
+        """Sets the values of the run's config that the data decides, before anything is
+        built from it. Our own demonstrations decide none; see LeRobotDataModule."""
+
     def prepare_data(self) -> None:
         """Builds the demonstrations if they are missing (or loads them), once.
 

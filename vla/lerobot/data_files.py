@@ -21,10 +21,13 @@ def png(image: np.ndarray) -> bytes:
 
 
 def data_schema(features: dict, pa):
-    """The data files' Arrow schema, in the order of `features` (what `datasets` writes)."""
+    """The data files' Arrow schema, in the order of `features` (what `datasets` writes);
+    video features have no column."""
     types = {"float32": pa.float32(), "float64": pa.float64(), "int64": pa.int64()}
     fields = []
     for key, ft in features.items():
+        if ft["dtype"] == "video":  # in its own mp4 files
+            continue
         if ft["dtype"] == "image":
             fields.append(pa.field(key, pa.struct({"bytes": pa.binary(), "path": pa.string()})))
         elif ft["shape"] == [1]:

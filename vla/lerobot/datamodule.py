@@ -7,7 +7,10 @@ instruction; words outside the tokenizer's vocabulary read as `<unk>` (one warni
 names them). Images are resized to the env's `image_size`.
 
 A LeRobotDataset has none of our privileged arrays (where the shapes are), so the
-training-only losses that need them are refused.
+training-only losses that need them are refused. Before the policy is built, `configure`
+sets its state and action sizes from the dataset's info.json, and decides whether there is
+an env to roll out in (`data.rollouts`): an export of our task (it holds
+`meta/vla_export.json`) has ours; any other dataset has none (`vla.training.offline`).
 """
 
 from __future__ import annotations
@@ -21,9 +24,10 @@ from PIL import Image
 from vla.data.datamodule import ReachDataModule
 from vla.data.dataset import Demos
 from vla.envs.grammar import split_words
+from vla.envs.reach import ACTION_DIM, STATE_DIM
 from vla.errors import ConfigError, DatasetError
-from vla.lerobot.layout import ACTION_KEY, IMAGE_KEY, STATE_KEY
-from vla.lerobot.reader import read_lerobot
+from vla.lerobot.layout import ACTION_KEY, EXPORT_MARKER, IMAGE_KEY, STATE_KEY
+from vla.lerobot.reader import read_info, read_lerobot
 from vla.models.tokenizer import UNK_ID
 
 log = logging.getLogger(__name__)
@@ -35,8 +39,8 @@ class LeRobotDataModule(ReachDataModule):
     Args:
         path: the dataset folder.
         image_key, state_key, action_key: its features to read (lerobot's names by default).
-        state_dim, action_dim: what the policy takes (`model.state_dim`, `model.action_dim`);
-            the dataset's must match.
+        rollouts: whether the policy can be rolled out in the config's env; null: only if
+            the folder is an export of our task (`configure` sets it).
         **kwargs: ReachDataModule's (batch_size, val_episodes, shift, ...); the collection
             arguments (num_episodes, seed, noise_std, ...) are unused.
     """
@@ -47,8 +51,7 @@ class LeRobotDataModule(ReachDataModule):
         image_key: str = IMAGE_KEY,
         state_key: str = STATE_KEY,
         action_key: str = ACTION_KEY,
-        state_dim: int | None = None,
-        action_dim: int | None = None,
+        rollouts: bool | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -61,7 +64,35 @@ class LeRobotDataModule(ReachDataModule):
             )
         self.path = Path(path)
         self.keys = dict(image=image_key, state=state_key, action=action_key)
-        self.dims = dict(state=state_dim, action=action_dim)
+        self.rollouts = rollouts
+
+    @classmethod
+    def configure(cls, cfg) -> None:
+        """The policy's state and action sizes (`model.state_dim`, `model.action_dim`) from
+        the dataset's info.json, and `data.rollouts` if unset."""
+        data = cfg.data
+        if data.get("path") is None:
+            raise ConfigError("data=lerobot needs data.path=<a LeRobotDataset folder>")
+        path = Path(data.path)
+        if not path.is_dir():
+            raise DatasetError(f"{path} does not exist or is not a folder")
+        keys = dict(image=data.image_key, state=data.state_key, action=data.action_key)
+        dims = vector_sizes(path, read_info(path)["features"], keys)
+        cfg.model.state_dim, cfg.model.action_dim = dims["state"], dims["action"]
+        ours = (path / EXPORT_MARKER).is_file()
+        if data.rollouts is None:
+            data.rollouts = ours
+        if data.rollouts:
+            how = "rollouts in the config's env"
+        else:
+            how = "no env to roll out in" + ("" if ours else " (not an export of this task)")
+        sizes = f"{keys['state']} [{dims['state']}], {keys['action']} [{dims['action']}]"
+        if data.rollouts and (dims["state"], dims["action"]) != (STATE_DIM, ACTION_DIM):
+            raise ConfigError(
+                f"data.rollouts=true, but {path}'s {sizes} do not fit the env's state "
+                f"[{STATE_DIM}] and action [{ACTION_DIM}]"
+            )
+        log.info(f"LeRobotDataset {path}: {sizes}; {how}")
 
     def prepare_data(self) -> None:
         if self.demos is None:
@@ -80,25 +111,7 @@ class LeRobotDataModule(ReachDataModule):
     def load(self) -> Demos:
         """The dataset as Demos (privileged arrays zero: nothing may read them)."""
         data = read_lerobot(self.path)
-        features = data.info["features"]
-        for role, key in self.keys.items():
-            if key not in features:
-                raise DatasetError(
-                    f"{self.path} has no feature data.{role}_key={key!r}; it has {list(features)}"
-                )
-        for role in ("state", "action"):
-            ft = features[self.keys[role]]
-            if ft["dtype"] not in ("float32", "float64") or len(ft["shape"]) != 1:
-                raise DatasetError(
-                    f"{self.path}: {self.keys[role]} is {ft['dtype']} {ft['shape']}, "
-                    "expected a float vector"
-                )
-            if self.dims[role] is not None and ft["shape"][0] != self.dims[role]:
-                raise DatasetError(
-                    f"{self.path}: {self.keys[role]} has {ft['shape'][0]} dimensions but the "
-                    f"policy takes model.{role}_dim={self.dims[role]}: set model.{role}_dim="
-                    f"{ft['shape'][0]}"
-                )
+        vector_sizes(self.path, data.info["features"], self.keys)
         if data.num_frames == 0:
             raise DatasetError(f"{self.path} holds no frames")
         image = self.resized(data.frames[self.keys["image"]])
@@ -142,3 +155,22 @@ class LeRobotDataModule(ReachDataModule):
         if unknown:
             unknown = sorted(unknown)
             log.warning(f"task words outside the vocabulary read as <unk>: {' '.join(unknown)}")
+
+
+def vector_sizes(path: Path, features: dict, keys: dict[str, str]) -> dict[str, int]:
+    """The sizes of the state and action features, checking that every key in `keys` (by
+    role: image, state, action) names a feature and the state and action are float vectors."""
+    for role, key in keys.items():
+        if key not in features:
+            raise DatasetError(
+                f"{path} has no feature data.{role}_key={key!r}; it has {list(features)}"
+            )
+    sizes = {}
+    for role in ("state", "action"):
+        ft = features[keys[role]]
+        if ft["dtype"] not in ("float32", "float64") or len(ft["shape"]) != 1:
+            raise DatasetError(
+                f"{path}: {keys[role]} is {ft['dtype']} {ft['shape']}, expected a float vector"
+            )
+        sizes[role] = int(ft["shape"][0])
+    return sizes

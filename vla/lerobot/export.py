@@ -1,9 +1,9 @@
 """Write a demonstration set as a LeRobotDataset v3.0 folder (`vla.lerobot.layout`).
 
-Each step becomes a frame: `observation.image` (PNG bytes, dtype "image": lerobot's AV1
-video refuses frames under 64 px), `observation.state`, `action` (the expert's clean label),
-and the episode's instruction as its task. Episodes go into the data files in order, one
-parquet row group each, as lerobot's recorder writes them.
+Each step becomes a frame: `observation.image` (PNG bytes in the parquet, dtype "image"; or,
+with `video=True`, an H.264 video feature: `vla.lerobot.video`), `observation.state`, `action`
+(the expert's clean label), and the episode's instruction as its task. Episodes go into the
+data files in order, one parquet row group each, as lerobot's recorder writes them.
 
 The folder is written beside `out` and renamed into place when complete. An existing `out`
 is replaced only if this exporter wrote it (it holds `meta/vla_export.json`).
@@ -25,22 +25,42 @@ from vla.errors import ConfigError
 from vla.lerobot import layout, stats
 from vla.lerobot.data_files import DataFiles, data_schema, episode_table
 from vla.lerobot.layout import ACTION_KEY, IMAGE_KEY, STATE_KEY
+from vla.lerobot.video import PIX_FMTS, VideoFiles, video_info
 
-MARKER = "meta/vla_export.json"  # says this exporter wrote the folder: it may replace it
+MARKER = layout.EXPORT_MARKER  # this exporter wrote the folder: it may replace it
 ROBOT_TYPE = "vla_reach"
 STATE_NAMES = ["x", "y", "vx", "vy"]
 ACTION_NAMES = ["vx", "vy"]
 
 
-def features_of(demos: Demos) -> dict:
+def features_of(demos: Demos, video: bool = False) -> dict:
     """info.json's features: ours, then lerobot's bookkeeping."""
     h, w, c = demos.image.shape[1:]
+    state, action = demos.state.shape[1], demos.action.shape[1]
+    image = "video" if video else "image"
     ours = {
-        IMAGE_KEY: {"dtype": "image", "shape": [h, w, c], "names": ["height", "width", "channels"]},
-        STATE_KEY: {"dtype": "float32", "shape": [demos.state.shape[1]], "names": STATE_NAMES},
-        ACTION_KEY: {"dtype": "float32", "shape": [demos.action.shape[1]], "names": ACTION_NAMES},
+        IMAGE_KEY: {"dtype": image, "shape": [h, w, c], "names": ["height", "width", "channels"]},
+        STATE_KEY: {"dtype": "float32", "shape": [state], "names": named(STATE_NAMES, state)},
+        ACTION_KEY: {"dtype": "float32", "shape": [action], "names": named(ACTION_NAMES, action)},
     }
     return {**ours, **{k: dict(v) for k, v in layout.DEFAULT_FEATURES.items()}}
+
+
+def named(names: list[str], size: int) -> list[str] | None:
+    """Our names for a vector's entries, if it is ours (arrays of another task have none)."""
+    return names if len(names) == size else None
+
+
+def check_video(size: tuple[int, int], pix_fmt: str, crf: int) -> None:
+    """Refuses video settings the encoder cannot take, naming the key."""
+    if pix_fmt not in PIX_FMTS:
+        raise ConfigError(f"lerobot.video_pix_fmt={pix_fmt!r} is not one of {list(PIX_FMTS)}")
+    if not 0 <= crf <= 51:
+        raise ConfigError(f"lerobot.video_crf={crf} must be in [0, 51] (libx264's range)")
+    if pix_fmt == "yuv420p" and (size[0] % 2 or size[1] % 2):
+        raise ConfigError(
+            f"lerobot.video_pix_fmt=yuv420p needs even image sizes, not {size[0]}x{size[1]}"
+        )
 
 
 def check_out(out) -> None:
@@ -63,6 +83,10 @@ def export_lerobot(
     chunks_size: int = layout.CHUNKS_SIZE,
     data_files_size_in_mb: float = layout.DATA_FILES_SIZE_IN_MB,
     progress: bool = True,
+    video: bool = False,
+    video_pix_fmt: str = "yuv444p",
+    video_crf: int = 18,
+    video_files_size_in_mb: float = layout.VIDEO_FILES_SIZE_IN_MB,
 ) -> Path:
     """Writes `demos` as a LeRobotDataset v3.0 folder `out`; returns it.
 
@@ -70,17 +94,21 @@ def export_lerobot(
         fps: frames per second of the recording (the env's `render_fps`).
         chunks_size: data files per chunk folder.
         data_files_size_in_mb: a data file is closed before an episode would take it past this.
+        video: the images as an H.264 video feature (`vla.lerobot.video`), not PNG frames;
+            video_pix_fmt and video_crf set its colour resolution and quality; a video file
+            is closed before an episode would take it past video_files_size_in_mb.
     """
     pd, pa, pq = layout.require("pandas", "pyarrow", "pyarrow.parquet")
 
     out = Path(out)
     check_out(out)
-    if chunks_size < 1 or data_files_size_in_mb <= 0:
-        raise ConfigError(
-            f"chunks_size={chunks_size} must be >= 1 and data_files_size_in_mb="
-            f"{data_files_size_in_mb} > 0"
-        )
-    features = features_of(demos)
+    sizes = dict(data_files_size_in_mb=data_files_size_in_mb)
+    sizes["video_files_size_in_mb"] = video_files_size_in_mb
+    if chunks_size < 1 or min(sizes.values()) <= 0:
+        raise ConfigError(f"chunks_size={chunks_size} must be >= 1 and {sizes} > 0")
+    if video:
+        check_video(demos.image.shape[1:3], video_pix_fmt, video_crf)
+    features = features_of(demos, video)
     tasks = list(dict.fromkeys(demos.instructions))  # in order of first appearance
     task_of = {t: i for i, t in enumerate(tasks)}
     bounds = np.append(np.asarray(demos.episode_start), demos.num_steps)  # [E+1]
@@ -92,6 +120,9 @@ def export_lerobot(
     try:
         (tmp / "meta").mkdir(parents=True)
         files = DataFiles(tmp, schema, chunks_size, data_files_size_in_mb, pq, pa)
+        videos = VideoFiles(
+            tmp, IMAGE_KEY, fps, chunks_size, video_files_size_in_mb, video_pix_fmt, video_crf
+        )
         rows, all_stats = [], []
         bar = tqdm(
             total=demos.num_episodes,
@@ -115,13 +146,18 @@ def export_lerobot(
                 "dataset_from_index": start,
                 "dataset_to_index": stop,
             }
+            if video:
+                row.update(videos.write(columns[IMAGE_KEY]))
             for key, feature in episode.items():  # lerobot's flattened per-episode stats
                 row.update({f"stats/{key}/{s}": v.tolist() for s, v in feature.items()})
             row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
             rows.append(row)
             bar.update(1)
         files.close()
+        videos.close()
         bar.close()
+        if video:
+            features[IMAGE_KEY]["info"] = video_info(videos.first)
 
         episodes_file = tmp / layout.EPISODES_PATH.format(chunk_index=0, file_index=0)
         episodes_file.parent.mkdir(parents=True)
@@ -130,9 +166,7 @@ def export_lerobot(
             {"task_index": np.arange(len(tasks), dtype=np.int64)},
             index=pd.Index(tasks, name="task"),
         ).to_parquet(tmp / layout.TASKS_PATH)
-        info = info_json(
-            features, demos, len(tasks), fps, robot_type, chunks_size, data_files_size_in_mb
-        )
+        info = info_json(features, demos, len(tasks), fps, robot_type, chunks_size, sizes)
         write_json(tmp / layout.INFO_PATH, info)
         write_json(tmp / layout.STATS_PATH, stats.to_json(stats.aggregate(all_stats)))
         source = {"dataset": str(demos.path), "env": demos.meta.get("env")}
@@ -161,8 +195,9 @@ def episode_columns(demos: Demos, start: int, stop: int, e: int, task: int, fps:
     }
 
 
-def info_json(features, demos, num_tasks, fps, robot_type, chunks_size, size_in_mb) -> dict:
+def info_json(features, demos, num_tasks, fps, robot_type, chunks_size, sizes: dict) -> dict:
     """meta/info.json, with the keys of lerobot's DatasetInfo."""
+    has_video = any(ft["dtype"] == "video" for ft in features.values())
     return {
         "codebase_version": layout.CODEBASE_VERSION,
         "fps": int(fps),
@@ -171,10 +206,10 @@ def info_json(features, demos, num_tasks, fps, robot_type, chunks_size, size_in_
         "total_frames": demos.num_steps,
         "total_tasks": num_tasks,
         "chunks_size": chunks_size,
-        "data_files_size_in_mb": size_in_mb,
-        "video_files_size_in_mb": layout.VIDEO_FILES_SIZE_IN_MB,
+        "data_files_size_in_mb": sizes["data_files_size_in_mb"],
+        "video_files_size_in_mb": sizes["video_files_size_in_mb"],
         "data_path": layout.DATA_PATH,
-        "video_path": None,  # no video features
+        "video_path": layout.VIDEO_PATH if has_video else None,
         "robot_type": robot_type,
         "splits": {"train": f"0:{demos.num_episodes}"},
     }

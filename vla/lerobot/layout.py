@@ -27,6 +27,9 @@ CHUNK_FILE_PATTERN = "chunk-{chunk_index:03d}/file-{file_index:03d}"
 EPISODES_PATH = EPISODES_DIR + "/" + CHUNK_FILE_PATTERN + ".parquet"
 DATA_PATH = DATA_DIR + "/" + CHUNK_FILE_PATTERN + ".parquet"
 VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE_PATTERN + ".mp4"
+# ours, beside lerobot's files (lerobot ignores it): this exporter wrote the folder, from a
+# demonstration set of our task, whose env config it records
+EXPORT_MARKER = "meta/vla_export.json"
 CHUNKS_SIZE = 1000  # files per chunk folder
 DATA_FILES_SIZE_IN_MB = 100
 VIDEO_FILES_SIZE_IN_MB = 200

@@ -1,7 +1,8 @@
 """Read a LeRobotDataset v3.0 folder (`vla.lerobot.layout`) back into arrays.
 
 Frames come in `index` order, whatever data file holds them; image features are decoded
-from their PNG/JPEG bytes into [N,H,W,C] uint8. Video features are not read yet.
+from their PNG/JPEG bytes into [N,H,W,C] uint8, video features from their mp4 files
+(`vla.lerobot.video`) likewise.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from PIL import Image
 
 from vla.errors import DatasetError
 from vla.lerobot import layout
+from vla.lerobot.video import video_frames
 
 
 @dataclass
@@ -25,7 +27,7 @@ class LeRobotData:
     info: meta/info.json. stats: meta/stats.json. tasks: the task strings by task_index.
     episodes: the episodes table's columns (episode_index, tasks, length, data/chunk_index,
         data/file_index, dataset_from_index, dataset_to_index, ...; stats excluded).
-    frames: one array per frame column: image features [N,H,W,C] uint8, vectors [N,D],
+    frames: one array per frame column and video feature: images [N,H,W,C] uint8, vectors [N,D],
         the bookkeeping (timestamp, frame_index, episode_index, index, task_index) [N].
     """
 
@@ -72,9 +74,6 @@ def read_lerobot(path) -> LeRobotData:
         raise DatasetError(f"{path} does not exist or is not a folder")
     info = read_info(path)
     features = info["features"]
-    videos = [k for k, ft in features.items() if ft["dtype"] == "video"]
-    if videos:
-        raise DatasetError(f"{path}: video features {videos} are not read yet")
 
     files = sorted((path / layout.DATA_DIR).glob("*/*.parquet"))
     if not files:
@@ -99,6 +98,8 @@ def read_lerobot(path) -> LeRobotData:
         for name in episodes_table.column_names
         if not name.startswith("stats/")
     }
+    for key in (k for k, ft in features.items() if ft["dtype"] == "video"):
+        frames[key] = video_frames(path, info, key, episodes, frames)
     stats_file = path / layout.STATS_PATH
     stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
     return LeRobotData(path, info, stats, tasks, episodes, frames)

@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import lightning as L
-from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
-from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
-from lightning.pytorch.loggers import TensorBoardLogger
+from hydra.utils import get_class
+from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig, OmegaConf
 
 from vla.config import check_group_choices, instantiate
@@ -20,13 +19,14 @@ from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError, TrainingInterrupted
-from vla.eval.rollout import rollout
 from vla.eval.runner import check_chunking
-from vla.eval.stats import format_summary, rate_summary
+from vla.eval.stats import format_summary
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
-from vla.training.callbacks import LastCheckpoint, RolloutEval
+from vla.training.callbacks import LastCheckpoint
 from vla.training.module import BCModule, auxiliary_weights
+from vla.training.offline import has_env, unevaluated, without_rollouts
+from vla.training.outcome import final_evaluation, flat_hparams, learning_curve, why_stopped
 from vla.training.resume import (
     check_resumable,
     record_resumed_config,
@@ -67,6 +67,12 @@ def train(cfg: DictConfig) -> dict:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
+    # the data may decide values before anything is built (data=lerobot: the state and
+    # action sizes, and whether there is an env to roll out in)
+    get_class(cfg.data._target_).configure(cfg)
+    rollouts = has_env(cfg)
+    if not rollouts:
+        without_rollouts(cfg)
 
     m = cfg.model
     log.info(
@@ -92,7 +98,7 @@ def train(cfg: DictConfig) -> dict:
         optimizer=instantiate(cfg.optimizer),
         scheduler=instantiate(cfg.scheduler),
         policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
-        env_config=env_kwargs,
+        env_config=env_kwargs if rollouts else None,  # no env: nothing to evaluate it on
         nonfinite=cfg.nonfinite,
         **auxiliary_weights(cfg.model),
     )
@@ -114,7 +120,7 @@ def train(cfg: DictConfig) -> dict:
         callbacks = [c for c in callbacks if not isinstance(c, LearningRateMonitor)]
     trainer: L.Trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
     for logger in loggers:  # TensorBoard: only hparams.yaml now, HPARAMS gets its metric later
-        logger.log_hyperparams(_flat_hparams(cfg))
+        logger.log_hyperparams(flat_hparams(cfg))
     num_params = sum(p.numel() for p in policy.parameters())
     train_gflop, query_gflop = training_flops(policy) / 1e9, query_flops(policy) / 1e9
     query = f", {query_gflop:.3f} per query" if query_gflop != train_gflop else ""
@@ -143,9 +149,12 @@ def train(cfg: DictConfig) -> dict:
         return {}
     stopped = why_stopped(callbacks, trainer)
     log.info(stopped)
-    metrics = final_evaluation(cfg, policy, env_kwargs, out_dir, callbacks, trainer)
+    if rollouts:
+        metrics = final_evaluation(cfg, policy, env_kwargs, out_dir, callbacks, trainer)
+        metrics["curve"] = learning_curve(callbacks, start_unix, metrics)
+    else:
+        metrics = unevaluated(cfg, policy, out_dir, callbacks, trainer)
     metrics["stopped"] = stopped
-    metrics["curve"] = learning_curve(callbacks, start_unix, metrics)
     collected = fit_start + datamodule.prepare_seconds  # inside fit, before the first step
     metrics["timings"] = dict(
         collect_s=collected - start,
@@ -155,10 +164,16 @@ def train(cfg: DictConfig) -> dict:
     )
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     smoke = " (debug=fast: a smoke run of a few steps, not a trained policy)"
-    rate = format_summary(metrics)
+    if rollouts:
+        result = (
+            f"success rate {format_summary(metrics)} test episodes (95% interval; mean "
+            f"{metrics['mean_steps']:.1f} steps)"
+        )
+    else:
+        val = metrics["val_loss"]
+        result = f"validation loss {'not measured' if val is None else f'{val:.4f}'}"
     log.info(
-        f"success rate {rate} test episodes (95% interval; mean {metrics['mean_steps']:.1f} "
-        f"steps) | wall time {metrics['timings']['total_s']:.0f}s"
+        f"{result} | wall time {metrics['timings']['total_s']:.0f}s"
         f"{smoke if cfg.get('smoke_test') else ''}"
     )
     log.info(f"best checkpoint: {metrics['best_checkpoint']}")
@@ -174,89 +189,3 @@ def stopped_training(stop, callbacks, trainer, out_dir: Path) -> TrainingInterru
     saved = last.saved_on_interrupt if last else None
     message = stop_message(trainer.global_step, saved, folder, last and last.save_failed)
     return TrainingInterrupted(message, signal_of(stop), trainer.is_global_zero)
-
-
-def final_evaluation(cfg, policy, env_kwargs, out_dir: Path, callbacks, trainer) -> dict:
-    """Rollouts of the final weights; their success rate also goes to TensorBoard."""
-    result = rollout(
-        policy,
-        env_kwargs,
-        cfg.eval.num_episodes,
-        cfg.eval.seed,
-        num_envs=cfg.eval.num_envs,
-        progress=True,
-        n_action_steps=cfg.eval.n_action_steps,
-        temporal_ensemble_coeff=cfg.eval.temporal_ensemble_coeff,
-    )
-    metrics = result.metrics() | dict(
-        num_parameters=sum(p.numel() for p in policy.parameters()),
-        global_step=trainer.global_step,
-        last_checkpoint=str(out_dir / "checkpoints" / "last.ckpt"),
-        best_checkpoint=_best_checkpoint(callbacks),
-    )
-    final = {"final/success_rate": metrics["success_rate"]}
-    for logger in trainer.loggers:
-        if isinstance(logger, TensorBoardLogger):  # the scalar, and the HPARAMS tab's metric
-            logger.log_hyperparams(_flat_hparams(cfg), final, trainer.global_step)
-        else:
-            logger.log_metrics(final, trainer.global_step)
-        logger.finalize("success")
-    return metrics
-
-
-def why_stopped(callbacks, trainer) -> str:
-    """One line: at which step training ended, and why."""
-    at = f"training stopped at step {trainer.global_step}"
-    stopper = next((c for c in callbacks if isinstance(c, EarlyStopping)), None)
-    reason = stopper.stopping_reason if stopper else EarlyStoppingReason.NOT_STOPPED
-    if reason == EarlyStoppingReason.STOPPING_THRESHOLD:
-        success = float(trainer.callback_metrics[stopper.monitor])
-        return (
-            f"{at}: selection success {success:.1%} > {stopper.stopping_threshold:.1%} "
-            "(callbacks.early_stopping.stopping_threshold)"
-        )
-    if reason == EarlyStoppingReason.PATIENCE_EXHAUSTED:
-        return (
-            f"{at}: no better selection success in {stopper.wait_count} evaluations "
-            f"(best {float(stopper.best_score):.1%}; callbacks.early_stopping.patience)"
-        )
-    if reason != EarlyStoppingReason.NOT_STOPPED:
-        return f"{at}: {stopper.stopping_reason_message}"
-    limit = "max_steps" if trainer.max_steps > 0 else "max_epochs"
-    return f"{at}: the end of the schedule (trainer.{limit}={getattr(trainer, limit)})"
-
-
-def learning_curve(callbacks, start_unix: float, final: dict) -> list[dict]:
-    """Rollout success against optimisation steps and seconds since `train` began (demo
-    collection included): the training-time evaluations, then the final one."""
-    history = next((c.history for c in callbacks if isinstance(c, RolloutEval)), [])
-    curve = [
-        dict(
-            step=h["step"],
-            seconds=h["time"] - start_unix,
-            **rate_summary(round(h["success_rate"] * h["num_episodes"]), h["num_episodes"]),
-        )
-        for h in history
-    ]
-    end = dict(step=final["global_step"], seconds=time.time() - start_unix, final=True)
-    return curve + [end | {k: final[k] for k in ("success_rate", "num_episodes", "ci95")}]
-
-
-def _best_checkpoint(callbacks) -> str | None:
-    for c in callbacks:
-        if isinstance(c, L.pytorch.callbacks.ModelCheckpoint) and c.monitor and c.best_model_path:
-            return c.best_model_path
-    return None
-
-
-def _flat_hparams(cfg: DictConfig) -> dict:
-    """Scalar hyperparameters worth comparing across runs, for TensorBoard's HPARAMS tab."""
-    flat = {}
-    for group in ("model", "data", "env", "optimizer", "trainer"):
-        for k, v in OmegaConf.to_container(cfg[group], resolve=True).items():
-            if isinstance(v, int | float | str | bool) and not k.startswith("_"):
-                flat[f"{group}.{k}"] = v
-            elif group == "model" and k != "policy" and (v is None or "_target_" in v):
-                flat[f"model.{k}"] = v["_target_"].rsplit(".", 1)[-1] if v else "none"  # a part
-    flat["seed"] = cfg.seed
-    return flat
