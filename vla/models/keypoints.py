@@ -89,6 +89,10 @@ class KeypointEncoder(nn.Module):
         Returns:
             xy [B,K,2] in [-1,1] and the spatial softmax [B,K,H*W] (each row sums to 1).
         """
+        return self.locate(self.features(image), cond)
+
+    def features(self, image: Tensor) -> Tensor:
+        """The detector's hidden features: image [B,H,W,3] -> [B,H*W,C]."""
         B, H, W, C = image.shape
         if (H, W) != (self.image_size, self.image_size):
             raise ValueError(
@@ -98,19 +102,25 @@ class KeypointEncoder(nn.Module):
         x = rearrange(image.float() / 127.5 - 1, "b h w c -> b c h w")  # [0,255] -> [-1,1]
         # the conv's output is channels-last in memory, like the image it reads: keep that layout
         h = nn.functional.gelu(self.detect(x))  # [B,3,H,W] -> [B,C,H,W]
-        h = rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
+        return rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
+
+    def locate(self, h: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Hidden features h [B,H*W,C] (+ cond [B,D], or [B,N,D] for N conditionings of each
+        image) -> xy [B,(N,)K,2] and the spatial softmax [B,(N,)K,H*W]."""
         weight = rearrange(self.to_scores.weight, "k c 1 1 -> 1 c k")  # [1,C,K]
         if self.film:
             if cond is None:
                 raise ValueError("KeypointEncoder(film=True) needs `cond` [B,D]")
-            gain = rearrange(self.to_gain(cond), "b c -> b c 1")  # [B,D] -> [B,C,1]
+            gain = self.to_gain(cond)[..., None]  # [B,(N,)D] -> [B,(N,)C,1]
             # to_scores(h * (1 + gain)), with the gain folded into each sample's 1x1 weights
-            weight = weight * (1 + gain)  # [B,C,K]
-        scores = rearrange(h @ weight, "b p k -> b k p")  # [B,H*W,C] @ [B|1,C,K] -> [B,K,H*W]
-        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,K,1]
-        scores = (scores - mean) / (std + 1e-5) * self.log_temperature.exp()  # [B,K,H*W]
-        where = scores.softmax(dim=-1)  # [B,K,H*W]
-        return where @ self.grid_xy, where  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
+            weight = weight * (1 + gain)  # [B,(N,)C,K]
+            if cond.dim() == 3:
+                h = h[:, None]  # [B,1,H*W,C]: one image, N conditionings
+        scores = (h @ weight).transpose(-1, -2)  # [B,(N,)H*W,C] @ [B,(N,)C,K] -> [B,(N,)K,H*W]
+        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,(N,)K,1]
+        scores = (scores - mean) / (std + 1e-5) * self.log_temperature.exp()  # [B,(N,)K,H*W]
+        where = scores.softmax(dim=-1)  # [B,(N,)K,H*W]
+        return where @ self.grid_xy, where  # [B,(N,)K,H*W] @ [H*W,2] -> [B,(N,)K,2]
 
     def embed(self, xy: Tensor) -> Tensor:
         """Keypoints [B,K,2] -> tokens [B,K,D]: their position plus which keypoint it is."""

@@ -42,6 +42,7 @@ from vla.models.normalizer import Normalizer
 from vla.models.objects import ObjectEncoder
 from vla.models.pointer import Pointer
 from vla.models.readout import Readout
+from vla.models.referents import ReferentSelector
 from vla.models.state_encoder import StateEncoder
 from vla.models.text_encoder import TextEncoder
 from vla.models.tokenizer import Tokenizer
@@ -56,6 +57,7 @@ class Encoding(NamedTuple):
     objects_xy: Tensor | None = None  # object slots [B,No,2] in [-1,1] (None: no objects)
     object_tokens: Tensor | None = None  # their tokens [B,No,D], before the encoder
     pointer_logits: Tensor | None = None  # [B,No] over the objects (None: no pointer)
+    referents_done: Tensor | None = None  # [B,R] P(each referent reached) (None: no selector)
     weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
 
 
@@ -87,6 +89,9 @@ class VLAPolicy(nn.Module):
             placed after the keypoints (None: off).
         pointer: optional pointer from the readout over the object tokens, whose pointed
             position is added to the readout features (needs `objects`).
+        referents: optional selector of the first referent not yet reached, which then
+            conditions the keypoints, FiLM and readout instead of all the words pooled
+            (needs `keypoints`, whose detector tells whether a referent is done).
         n_action_steps: N, actions of each predicted chunk executed before the next query
             (1 <= N <= head.chunk_size): what the policy was trained for, and what
             `PolicyRunner` executes unless told otherwise.
@@ -108,11 +113,14 @@ class VLAPolicy(nn.Module):
         keypoints: KeypointEncoder | None = None,
         objects: ObjectEncoder | None = None,
         pointer: Pointer | None = None,
+        referents: ReferentSelector | None = None,
         n_action_steps: int = 1,
     ):
         super().__init__()
         if pointer is not None and objects is None:
             raise ConfigError("a pointer points at object tokens: it needs model/objects")
+        if referents is not None and (keypoints is None or not keypoints.film):
+            raise ConfigError("referents read keypoint maps: they need model/keypoints with film")
         if not 1 <= n_action_steps <= head.chunk_size:
             raise ConfigError(
                 f"n_action_steps={n_action_steps} must be between 1 and the head's "
@@ -122,6 +130,7 @@ class VLAPolicy(nn.Module):
         parts = dict(image_encoder=image_encoder, text_encoder=text_encoder, film=film)
         parts |= dict(state_encoder=state_encoder, keypoints=keypoints, encoder=encoder)
         parts |= dict(objects=objects, pointer=pointer, readout=readout, head=head)
+        parts |= dict(referents=referents)
         checks = [  # (name, value, name of the value it must equal, that value)
             (f"{name}.d_model", part.d_model, "d_model", d_model)
             for name, part in parts.items()
@@ -149,6 +158,7 @@ class VLAPolicy(nn.Module):
         self.keypoints = keypoints
         self.objects = objects
         self.pointer = pointer
+        self.referents = referents
         self.encoder = encoder
         self.readout = readout
         self.head = head
@@ -222,16 +232,26 @@ class VLAPolicy(nn.Module):
         words, pad_mask = self.text_encoder(tokens)  # [B,L] -> [B,L,D], [B,L]
         pooled = self.readout.instruction_query or self.encoder.film or self.keypoints is not None
         instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
+        hidden = self.keypoints.features(image) if self.keypoints is not None else None
+        done = None
+        if self.referents is not None:  # the first referent not reached stands for the words
+            refs, valid = self.referents.pool(words, tokens)  # [B,R,D], [B,R]
+            _, where = self.keypoints.locate(hidden, refs)  # [B,R,K,H*W]
+            done = self.referents.done(hidden, where[:, :, 0])  # [B,R]
+            instruction = self.referents(refs, valid, done)  # [B,D]
         film = None
         if self.film is not None:  # the instruction scales and shifts what each patch shows
-            film = lambda content: self.film(content, words, pad_mask)  # noqa: E731
+            film_words, film_mask = words, pad_mask
+            if self.referents is not None:  # the current referent only: one "word" [B,1,D]
+                film_words, film_mask = instruction[:, None], pad_mask[:, :1] & False
+            film = lambda content: self.film(content, film_words, film_mask)  # noqa: E731
         patches = self.image_encoder(image, modulate=film)  # [B,H,W,3] -> [B,Np,D]
         state_tok = self.state_encoder(self.normalizer.normalize_state(state))  # [B,S] -> [B,1,D]
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
         seq, masks = [patches + te["image"]], [visible.expand(B, patches.shape[1])]
         xy = None
         if self.keypoints is not None:
-            xy, _ = self.keypoints.keypoints(image, instruction)  # [B,H,W,3] -> [B,K,2]
+            xy, _ = self.keypoints.locate(hidden, instruction)  # [B,H*W,C] -> [B,K,2]
             points = self.keypoints.embed(xy)  # [B,K,2] -> [B,K,D]
             seq.append(points + te["keypoints"])
             masks.append(visible.expand(B, points.shape[1]))
@@ -261,7 +281,7 @@ class VLAPolicy(nn.Module):
             objects_out = x[:, self.token_layout(tokens.shape[1])["objects"]]  # [B,No,D]
             logits, pointed = self.pointer(features, objects_out, objects_xy)  # [B,No], [B,D]
             features = features + pointed[:, None]  # [B,R,D]
-        return Encoding(features, xy, objects_xy, objects, logits, weights)
+        return Encoding(features, xy, objects_xy, objects, logits, done, weights)
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units)."""

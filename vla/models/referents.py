@@ -1,0 +1,80 @@
+"""The first referent not yet reached: what conditions vision in a chain of any length.
+
+    words [B,L,D], ids [B,L] ─ mean within each referent ("then" opens one) ─> refs [B,R,D]
+    refs ─ KeypointEncoder gain ─> keypoint 0's map per referent [B,R,H*W]
+         ─ pool the detector's features there [B,R,C] ─ Linear ─ sigmoid ─> done [B,R]
+    weights w_r = (1 - done_r) * prod_{s<r} done_s, the last referent taking what is left
+    current referent = sum_r w_r refs_r [B,D]: the vector the keypoints, FiLM and readout use
+
+Pooled as a bag, "reach the red circle then the blue square then the green triangle" asks
+vision for all three shapes at once, and a policy trained on two-step chains learns "after
+the first, the last", which is right for every chain it saw and wrong for a third step.
+A shape already reached is drawn dimmed, so whether a referent is done can be read off the
+image where that referent's keypoint lands; the first referent not done is then a product
+over the referents before it, which is the same operation for the third referent as for
+the second (MAC's and neural module networks' reading of an instruction one part at a time).
+An instruction of one referent (every other family) gets w_0 = 1: its pooled words, as
+without this part.
+"""
+
+from __future__ import annotations
+
+import torch
+from einops import rearrange
+from torch import Tensor, nn
+
+from vla.models.tokenizer import PAD_ID, default_vocabulary
+
+
+def referent_numbers(tokens: Tensor, then_id: int) -> Tensor:
+    """Which referent each word is in: ids [B,L] -> [B,L] (0 up to the first "then", ...)."""
+    return (tokens == then_id).long().cumsum(-1)
+
+
+class ReferentSelector(nn.Module):
+    """Words [B,L,D] -> the current referent's vector [B,D].
+
+    Args:
+        d_model: word width.
+        hidden: C, channels of the keypoint detector's features it reads "done" from.
+    """
+
+    def __init__(self, d_model: int, hidden: int):
+        super().__init__()
+        self.d_model, self.hidden = d_model, hidden
+        self.then_id = default_vocabulary().index("then")
+        self.to_done = nn.Linear(hidden, 1)  # [B,R,C] -> [B,R,1]
+        nn.init.zeros_(self.to_done.weight)  # done = 0.5 everywhere at the start
+        nn.init.zeros_(self.to_done.bias)
+
+    def pool(self, words: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean of each referent's words: [B,L,D], ids [B,L] -> refs [B,R,D] and valid [B,R]
+        (False past an instruction's last referent); R = the most referents in the batch."""
+        number = referent_numbers(tokens, self.then_id)  # [B,L]
+        number = number.masked_fill(tokens == PAD_ID, -1)  # PAD is in no referent
+        R = int(number.max()) + 1
+        member = number[:, None] == torch.arange(R, device=tokens.device)[None, :, None]
+        member = member.to(words.dtype)  # [B,R,L]: word l is in referent r
+        count = member.sum(-1)  # [B,R]
+        refs = member @ words / count.clamp(min=1.0)[..., None]  # [B,R,L] @ [B,L,D] -> [B,R,D]
+        return refs, count > 0
+
+    def done(self, features: Tensor, where: Tensor) -> Tensor:
+        """P(referent reached) [B,R] from the detector's features [B,H*W,C] pooled by each
+        referent's map where [B,R,H*W]."""
+        pooled = where @ features  # [B,R,H*W] @ [B,H*W,C] -> [B,R,C]
+        return torch.sigmoid(rearrange(self.to_done(pooled), "b r 1 -> b r"))
+
+    @staticmethod
+    def weights(done: Tensor, valid: Tensor) -> Tensor:
+        """The first referent not done, softly: done, valid [B,R] -> weights [B,R] summing
+        to 1; an instruction's last referent takes whatever its earlier ones leave."""
+        done = torch.where(valid, done, torch.ones_like(done))  # past the end: nothing to do
+        before = torch.cumprod(torch.cat([torch.ones_like(done[:, :1]), done[:, :-1]], 1), 1)
+        last = valid & ~torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], 1)  # [B,R]
+        return before * torch.where(last, torch.ones_like(done), 1 - done) * valid
+
+    def forward(self, refs: Tensor, valid: Tensor, done: Tensor) -> Tensor:
+        """refs [B,R,D], valid [B,R], done [B,R] -> the current referent [B,D]."""
+        w = self.weights(done, valid)  # [B,R]
+        return torch.einsum("br,brd->bd", w, refs)
