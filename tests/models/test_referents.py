@@ -4,6 +4,7 @@ import numpy as np
 import torch
 
 from tests.builders import build_policy
+from vla.envs.expert import expert_action
 from vla.envs.reach import ReachEnv
 from vla.models.referents import ReferentSelector
 from vla.models.tokenizer import Tokenizer
@@ -30,20 +31,20 @@ def test_the_weights_pick_the_first_referent_not_done():
     torch.testing.assert_close(soft.sum(-1), torch.ones(64))
 
 
-def test_a_reached_shape_changes_only_what_the_selector_reads():
-    """The policy with the selector: done [B,R] per referent; the same step with the first
-    shape drawn dimmed gives another done for it and, through it, other features."""
+def test_the_policy_reads_done_off_the_image():
+    """With the selector the policy gives done [B,R] per referent, read from the image: the
+    same instruction before and after the first shape is reached (drawn dimmed) gives another
+    done, and, through the referent it picks, other features."""
     torch.manual_seed(0)
     policy = build_policy(
         "tiny", "model/referents=first_undone", "model.policy.text_encoder.referent_positions=true"
     ).eval()
     env = ReachEnv(image_size=32, families=["sequence"], num_targets=3)
-    obs, _ = env.reset(seed=3)
+    obs, info = env.reset(seed=3)
     before = obs["image"]
-    env._stage = 1  # the first shape reached: drawn dimmed
-    env._render_scene()
-    after = env._get_obs()["image"]
-    assert not np.array_equal(before, after)
+    while info["targets_reached"] == 0:  # the expert reaches the first shape: drawn dimmed
+        obs, _, _, _, info = env.step(expert_action(env))
+    after = obs["image"]
     image = torch.as_tensor(np.stack([before, after]))
     tokens = policy.tokenizer.encode([obs["instruction"]] * 2)
     state = torch.zeros(2, 4)
