@@ -21,8 +21,8 @@ from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError, TrainingInterrupted
 from vla.eval.rollout import rollout
-from vla.eval.runner import check_chunking
 from vla.eval.stats import format_summary, rate_summary
+from vla.models.chunking import check_chunking
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import LastCheckpoint, RolloutEval
