@@ -14,6 +14,7 @@ refuses to unpickle anything but tensors and plain containers.
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import zipfile
@@ -27,7 +28,9 @@ from vla.errors import CheckpointError
 from vla.models.policy import VLAPolicy
 
 # 2: the head, keypoints and FiLM are config nodes that target their classes (1 named factories)
-CHECKPOINT_VERSION = 2
+# 3: one pixel scaling for every part (no image_encoder.channels, mean, std)
+CHECKPOINT_VERSION = 3
+MIGRATES_FROM = 2  # the oldest format `migrate_policy_config` turns into this one
 SAFE_PREFIX = "vla."
 
 
@@ -92,12 +95,29 @@ def read_checkpoint(path) -> dict:
     if not isinstance(ckpt, dict) or "vla" not in ckpt or "state_dict" not in ckpt:
         raise CheckpointError(f"ckpt_path={str(path)!r} is not a vla training checkpoint")
     version = ckpt["vla"].get("format") if isinstance(ckpt["vla"], dict) else None
-    if version != CHECKPOINT_VERSION:
+    if version not in range(MIGRATES_FROM, CHECKPOINT_VERSION + 1):
         raise CheckpointError(
             f"ckpt_path={str(path)!r} has checkpoint format {version!r}; this code reads "
-            f"format {CHECKPOINT_VERSION}"
+            f"formats {MIGRATES_FROM} to {CHECKPOINT_VERSION}"
         )
+    if version < CHECKPOINT_VERSION:
+        config = migrate_policy_config(ckpt["vla"]["policy_config"], path)
+        ckpt["vla"] = ckpt["vla"] | {"format": CHECKPOINT_VERSION, "policy_config": config}
     return ckpt
+
+
+def migrate_policy_config(config: dict, path) -> dict:
+    """A format-2 policy config in this format's layout (the weights' names are unchanged)."""
+    config = copy.deepcopy(config)
+    image = config["image_encoder"]
+    for key in ("mean", "std"):  # every part now scales pixels [0,255] -> [-1,1]
+        if [float(v) for v in image.pop(key, [0.5] * 3)] != [0.5] * 3:
+            raise CheckpointError(
+                f"ckpt_path={str(path)!r} (checkpoint format 2) normalises pixels with "
+                f"image_encoder.{key} other than 0.5, which format {CHECKPOINT_VERSION} cannot"
+            )
+    image.pop("channels", None)
+    return config
 
 
 def check_targets(config, where: str = "policy_config") -> None:

@@ -98,10 +98,8 @@ def test_bad_chunk_settings_fail_with_a_clear_message(compose_model_cfg, overrid
 @pytest.mark.parametrize(
     ("experiment", "head"), [("chunked", "DiscreteHead"), ("flow", "FlowHead")]
 )
-def test_presets_set_the_model_and_the_data_alike(compose_cfg, tmp_path, experiment, head):
+def test_presets_set_chunks_and_the_steps_executed(compose_cfg, tmp_path, experiment, head):
     cfg = compose_cfg("train", [f"experiment={experiment}", f"paths.output_dir={tmp_path}"])
-    assert cfg.data.chunk_size == cfg.model.chunk_size == 4  # batches follow the model
     policy = instantiate(cfg.model.policy)
     assert type(policy.head).__name__ == head
     assert (policy.chunk_size, policy.n_action_steps) == (4, 2)
-    assert compose_cfg("train", [f"paths.output_dir={tmp_path}"]).data.chunk_size == 1

@@ -37,7 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
         (["eval.num_episodes=-1"], "eval.num_episodes=-1"),
         (["model.head=foo"], "model.head='foo' sets a config group like a value"),
         (["model/keypoints=none", "model.target_keypoint_weight=1"], "model/keypoints=none"),
-        (["data.chunk_size=2"], "data.chunk_size=2 must equal model.chunk_size=1"),
         (
             ["eval.n_action_steps=2"],
             "eval.n_action_steps=2 must be between 1 and model.chunk_size=1",

@@ -358,4 +358,4 @@ def test_each_shared_value_is_stated_once_and_followed(compose_cfg, tmp_path):
     cfg = compose_cfg("train", ["eval.num_envs=7", out])  # the training rollouts follow
     assert cfg.callbacks.rollout_eval.num_envs == 7
     cfg = compose_cfg("train", ["experiment=flow", "model.head.flow_steps=20", out])
-    assert cfg.model.head.flow_steps == 20 and cfg.model.chunk_size == cfg.data.chunk_size == 4
+    assert cfg.model.head.flow_steps == 20 and cfg.model.chunk_size == 4

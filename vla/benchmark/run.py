@@ -34,6 +34,7 @@ def build(cfg: DictConfig, image_size: int | None = None):
         cfg.data,
         env=env_kwargs_of(cfg.env),
         tokenize=policy.tokenizer.encode,
+        chunk_size=policy.chunk_size,
         target=module.uses_target,  # batches as the recipe's
         objects=module.uses_objects,
     )

@@ -52,11 +52,6 @@ def check_config(cfg: DictConfig) -> None:
         if value is None or value <= 0:
             raise ConfigError(f"{key}={value} must be > 0")
     check_seeds("test", cfg.eval.seed, cfg.eval.num_episodes, "eval.seed")
-    if cfg.data.chunk_size != cfg.model.chunk_size:
-        raise ConfigError(
-            f"data.chunk_size={cfg.data.chunk_size} must equal model.chunk_size="
-            f"{cfg.model.chunk_size} (leave data.chunk_size unset: it follows the model)"
-        )
 
 
 def train(cfg: DictConfig) -> dict:
@@ -103,6 +98,7 @@ def train(cfg: DictConfig) -> dict:
         env=env_kwargs,
         tokenize=policy.tokenizer.encode,
         shuffle_seed=cfg.seed,
+        chunk_size=policy.chunk_size,  # batches hold the chunks the head predicts
         target=module.uses_target,
         objects=module.uses_objects,
     )
