@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from tests.builders import FAST_RUN, compose_config, random_batch
 from vla.checkpoint import (
@@ -21,6 +20,7 @@ from vla.checkpoint import (
 )
 from vla.config import instantiate
 from vla.keys import IMAGE, STATE, TOKENS
+from vla.training.module import policy_config
 from vla.training.train import train
 
 
@@ -72,13 +72,13 @@ V2_OVERRIDES = ["model=tiny", "env.image_size=32", "model.chunk_size=2", "model.
 def test_a_format_2_checkpoint_loads_as_the_same_policy(tmp_path):
     cfg = compose_config("train", V2_OVERRIDES)
     torch.manual_seed(0)
-    policy = instantiate(cfg.model.policy).eval()
+    policy = instantiate(cfg.model).eval()
     old = {"format": 2, "policy_config": json.loads(V2_CONFIG.read_text()), "env_config": {}}
     state = {f"policy.{k}": v for k, v in policy.state_dict().items()}
     torch.save({"vla": old, "state_dict": state}, tmp_path / "v2.ckpt")
     ckpt = read_checkpoint(tmp_path / "v2.ckpt")
     assert ckpt["vla"]["format"] == CHECKPOINT_VERSION
-    assert ckpt["vla"]["policy_config"] == OmegaConf.to_container(cfg.model.policy, resolve=True)
+    assert ckpt["vla"]["policy_config"] == policy_config(cfg)  # what this code saves
     loaded, _ = load_policy(tmp_path / "v2.ckpt")
     batch = random_batch(policy)
     with torch.no_grad():
@@ -89,6 +89,11 @@ def test_a_format_2_checkpoint_loads_as_the_same_policy(tmp_path):
     changed["image_encoder"]["std"] = [0.25] * 3
     torch.save({"vla": old | {"policy_config": changed}, "state_dict": state}, tmp_path / "x.ckpt")
     with pytest.raises(CheckpointError, match="format 2.*image_encoder.std other than 0.5"):
+        read_checkpoint(tmp_path / "x.ckpt")
+    changed = json.loads(V2_CONFIG.read_text())
+    changed["readout"]["n_heads"] = 2  # parts that disagreed about a shared size
+    torch.save({"vla": old | {"policy_config": changed}, "state_dict": state}, tmp_path / "x.ckpt")
+    with pytest.raises(CheckpointError, match="readout.n_heads other than the policy's n_heads=4"):
         read_checkpoint(tmp_path / "x.ckpt")
 
 
@@ -121,12 +126,10 @@ def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cf
             f"data.dir={tmp_path}/d",
         ],
     )
-    with pytest.raises(
-        CheckpointError, match="trained with model.policy.encoder.depth=2, this config has 3"
-    ):
+    with pytest.raises(CheckpointError, match="trained with model.depth=2, this config has 3"):
         train(cfg)
     ckpt = torch.load(tiny_ckpt, weights_only=True)
-    ckpt["vla"]["policy_config"]["encoder"]["depth"] = 3
+    ckpt["vla"]["policy_config"]["depth"] = 3
     torch.save(ckpt, tmp_path / "mismatch.ckpt")
     with pytest.raises(CheckpointError, match="do not fit the architecture"):
         load_policy(tmp_path / "mismatch.ckpt")

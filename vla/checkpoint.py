@@ -25,10 +25,11 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vla.config import instantiate
 from vla.errors import CheckpointError
+from vla.models.parts import SHARED_SIZES
 from vla.models.policy import VLAPolicy
 
 # 2: the head, keypoints and FiLM are config nodes that target their classes (1 named factories)
-# 3: one pixel scaling for every part (no image_encoder.channels, mean, std)
+# 3: the policy holds the sizes its parts share, each part a partial; one pixel scaling
 CHECKPOINT_VERSION = 3
 MIGRATES_FROM = 2  # the oldest format `migrate_policy_config` turns into this one
 SAFE_PREFIX = "vla."
@@ -107,17 +108,47 @@ def read_checkpoint(path) -> dict:
 
 
 def migrate_policy_config(config: dict, path) -> dict:
-    """A format-2 policy config in this format's layout (the weights' names are unchanged)."""
-    config = copy.deepcopy(config)
-    image = config["image_encoder"]
+    """A format-2 policy config in this format's layout (the weights' names are unchanged):
+    the sizes every part repeated move up to the policy, each part becomes a partial, the
+    normaliser follows state_dim/action_dim, and pixels are scaled one way for every part.
+
+    Raises CheckpointError for a format-2 config this layout cannot express (parts that
+    disagreed about a shared value, pixel statistics other than 0.5)."""
+    old = copy.deepcopy(config)
+
+    def refuse(what: str):
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} (checkpoint format 2) has {what}, which checkpoint "
+            f"format {CHECKPOINT_VERSION} cannot express"
+        )
+
+    image, encoder, normalizer = old["image_encoder"], old["encoder"], old.pop("normalizer")
     for key in ("mean", "std"):  # every part now scales pixels [0,255] -> [-1,1]
         if [float(v) for v in image.pop(key, [0.5] * 3)] != [0.5] * 3:
-            raise CheckpointError(
-                f"ckpt_path={str(path)!r} (checkpoint format 2) normalises pixels with "
-                f"image_encoder.{key} other than 0.5, which format {CHECKPOINT_VERSION} cannot"
-            )
+            refuse(f"image_encoder.{key} other than 0.5")
     image.pop("channels", None)
-    return config
+    if normalizer.get("eps", 1e-6) != 1e-6:
+        refuse(f"normalizer.eps={normalizer['eps']}")
+    new = dict(_target_=old.pop("_target_"), d_model=old.pop("d_model"))
+    new |= {k: encoder[k] for k in ("n_heads", "depth", "mlp_ratio", "dropout", "attn_impl")}
+    new |= dict(pos_emb=image["pos_emb"], max_words=old["tokenizer"].pop("max_len"))
+    new |= dict(num_readouts=old["readout"]["num_readouts"], chunk_size=old["head"]["chunk_size"])
+    new |= dict(n_action_steps=old.pop("n_action_steps"), image_size=image["image_size"])
+    new |= dict(state_dim=normalizer["state_dim"], action_dim=normalizer["action_dim"])
+    text = old["text_encoder"]
+    if text.pop("max_len") != new["max_words"]:
+        refuse("text_encoder.max_len other than tokenizer.max_len")
+    text.pop("vocab_size")  # the policy checked it equal to the tokenizer's
+    encoder.pop("depth")
+    for name, part in old.items():
+        if part is None:
+            new[name] = None
+            continue
+        for key in sorted(set(part) & set(SHARED_SIZES)):
+            if part.pop(key) != new[key]:
+                refuse(f"{name}.{key} other than the policy's {key}={new[key]!r}")
+        new[name] = {"_target_": part.pop("_target_"), "_partial_": True} | part
+    return new
 
 
 def check_targets(config, where: str = "policy_config") -> None:

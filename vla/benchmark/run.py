@@ -28,7 +28,7 @@ def build(cfg: DictConfig, image_size: int | None = None):
     cfg = cfg.copy()
     if image_size is not None:
         cfg.env.image_size = image_size
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     module = make_module(cfg, policy)
     dm = instantiate(
         cfg.data,
@@ -133,7 +133,7 @@ def measure(cfg: DictConfig, scratch: Path) -> dict:
     env_kwargs = env_kwargs_of(cfg.env)
     policy, dm = build(cfg)
     results = {
-        "config": OmegaConf.to_container(cfg.model, resolve=True)["policy"]["_target_"],
+        "config": cfg.model._target_,
         "num_parameters": sum(p.numel() for p in policy.parameters()),
         "tokens": policy.num_tokens(words(dm)),
         "batch_size": dm.batch_size,

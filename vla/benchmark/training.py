@@ -10,17 +10,12 @@ import torch
 from omegaconf import DictConfig
 
 from vla.config import instantiate
-from vla.training.module import BCModule, auxiliary_weights
+from vla.training.module import BCModule
 
 
 def make_module(cfg: DictConfig, policy) -> BCModule:
     """The training recipe as `train` builds it: optimizer, schedule and losses."""
-    return BCModule(
-        policy,
-        instantiate(cfg.optimizer),
-        instantiate(cfg.scheduler),
-        **auxiliary_weights(cfg.model),
-    )
+    return instantiate(cfg.bc, policy=policy)
 
 
 def torch_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:

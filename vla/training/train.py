@@ -26,7 +26,7 @@ from vla.models.chunking import check_chunking
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import LastCheckpoint, RolloutEval
-from vla.training.module import BCModule, auxiliary_weights
+from vla.training.module import BCModule, policy_config
 from vla.training.resume import (
     check_resumable,
     record_resumed_config,
@@ -68,7 +68,7 @@ def train(cfg: DictConfig) -> dict:
         f"building the policy: {m.head._target_.rsplit('.', 1)[-1]}, d_model={m.d_model}, "
         f"depth={m.depth}, n_heads={m.n_heads}, {cfg.env.image_size} px images"
     )
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
     ckpt_path = None
     if requeued := requeued_checkpoint(cfg):
@@ -82,14 +82,8 @@ def train(cfg: DictConfig) -> dict:
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
     ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
-    module = BCModule(
-        policy,
-        optimizer=instantiate(cfg.optimizer),
-        scheduler=instantiate(cfg.scheduler),
-        policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
-        env_config=env_kwargs,
-        nonfinite=cfg.nonfinite,
-        **auxiliary_weights(cfg.model),
+    module: BCModule = instantiate(
+        cfg.bc, policy=policy, policy_config=policy_config(cfg), env_config=env_kwargs
     )
     # the demonstrations are built (or loaded) inside `fit`, on one process, the others
     # waiting (Lightning's prepare_data); `module.setup` then normalises by their statistics
@@ -248,11 +242,11 @@ def _best_checkpoint(callbacks) -> str | None:
 def _flat_hparams(cfg: DictConfig) -> dict:
     """Scalar hyperparameters worth comparing across runs, for TensorBoard's HPARAMS tab."""
     flat = {}
-    for group in ("model", "data", "env", "optimizer", "trainer"):
+    for group in ("model", "bc", "data", "env", "optimizer", "trainer"):
         for k, v in OmegaConf.to_container(cfg[group], resolve=True).items():
             if isinstance(v, int | float | str | bool) and not k.startswith("_"):
                 flat[f"{group}.{k}"] = v
-            elif group == "model" and k != "policy" and (v is None or "_target_" in v):
+            elif group == "model" and (v is None or "_target_" in v):
                 flat[f"model.{k}"] = v["_target_"].rsplit(".", 1)[-1] if v else "none"  # a part
     flat["seed"] = cfg.seed
     return flat
