@@ -51,7 +51,7 @@ def test_a_changed_architecture_is_one_line_naming_the_key(compose_cfg, tiny_ckp
         check_resumable(cfg, policy)
     message = str(e.value)
     assert "\n" not in message
-    assert re.search(r"was trained with model\.policy\.d_model=64, this config has 128", message)
+    assert re.search(r"was trained with model\.d_model=64, this config has 128", message)
     assert message.endswith("leave out ckpt_path to start a new run)")
 
 
