@@ -19,6 +19,7 @@ from vla.errors import SeedRangeError
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.training.callbacks import LastCheckpoint
+from vla.training.module import build_module
 from vla.training.train import train, why_stopped
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +72,9 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
     for name, cb in cfg.callbacks.items():  # a recipe may turn one off with null
         assert cb is None or isinstance(hydra.utils.instantiate(cb), Callback), name
     hydra.utils.instantiate(cfg.optimizer)([torch.nn.Parameter(torch.zeros(1))])
-    module = hydra.utils.instantiate(cfg.bc, policy=policy)  # its losses fit this policy
+    module = build_module(cfg, policy)  # its losses fit this policy
     assert module.target_keypoint_weight == cfg.bc.target_keypoint_weight
+    assert module.policy_config == OmegaConf.to_container(cfg.model, resolve=True)  # stored
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from vla.checkpoint import vla_payload
+from vla.config import instantiate
 from vla.envs.grammar import COLOURS, PAIRS, SHAPES
 from vla.errors import ConfigError
 from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
@@ -36,6 +37,15 @@ def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> to
 
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
 PAIR_ATTRIBUTES = torch.tensor([(list(COLOURS).index(c), SHAPES.index(s)) for c, s in PAIRS])
+
+
+def build_module(cfg, policy: VLAPolicy, env_config: dict | None = None) -> BCModule:
+    """The recipe `cfg.bc` describes, training `policy`; its checkpoints carry `cfg.model`
+    resolved and `env_config`. Hydra builds the optimizer and scheduler partials; the policy
+    and the configs are handed over as they are (a config with a `_target_` given to Hydra
+    would be built, not stored)."""
+    recipe = instantiate(cfg.bc, _partial_=True)
+    return recipe(policy, policy_config=policy_config(cfg), env_config=env_config)
 
 
 def policy_config(cfg) -> dict:

@@ -26,7 +26,7 @@ from vla.models.chunking import check_chunking
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import LastCheckpoint, RolloutEval
-from vla.training.module import BCModule, policy_config
+from vla.training.module import build_module
 from vla.training.resume import (
     check_resumable,
     record_resumed_config,
@@ -82,9 +82,7 @@ def train(cfg: DictConfig) -> dict:
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
     ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
-    module: BCModule = instantiate(
-        cfg.bc, policy=policy, policy_config=policy_config(cfg), env_config=env_kwargs
-    )
+    module = build_module(cfg, policy, env_kwargs)
     # the demonstrations are built (or loaded) inside `fit`, on one process, the others
     # waiting (Lightning's prepare_data); `module.setup` then normalises by their statistics
     datamodule: ReachDataModule = instantiate(
