@@ -64,7 +64,7 @@ def compose_model(name: str = "tiny", overrides=(), image_size: int = 32) -> Dic
 
 def build_policy(name: str = "tiny", *overrides: str, image_size: int = 32, seed: int = 0):
     torch.manual_seed(seed)
-    policy = instantiate(compose_model(name, overrides, image_size).model.policy)
+    policy = instantiate(compose_model(name, overrides, image_size).model)
     assert isinstance(policy, VLAPolicy)
     return policy
 

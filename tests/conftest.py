@@ -47,24 +47,23 @@ def _untrained_checkpoint(tmp, overrides=()):
     normalised by the statistics of real expert frames: what a test that only reads a
     checkpoint needs, in a second instead of a training run (tests/training trains)."""
     import torch
-    from omegaconf import OmegaConf
 
     from tests.builders import env_frames
     from vla.checkpoint import AtomicCheckpointIO
     from vla.config import instantiate
     from vla.envs.config import env_kwargs_of
-    from vla.training.module import BCModule
+    from vla.training.module import BCModule, policy_config
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
         cfg = compose("train", ["model=tiny", "env.image_size=32", *overrides])
     torch.manual_seed(0)
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     _, states, _, actions, _ = env_frames(n=64)
     policy.set_normalization(states.mean(0), states.std(0), actions.min(0), actions.max(0))
     module = BCModule(
         policy,
         optimizer=torch.optim.AdamW,
-        policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
+        policy_config=policy_config(cfg),
         env_config=env_kwargs_of(cfg.env),
     )
     checkpoint = {"state_dict": module.state_dict(), "global_step": 0}

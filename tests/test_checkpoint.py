@@ -1,5 +1,6 @@
 """The checkpoint format: safe reads, refused foreign or damaged files, versions, atomic writes."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,14 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.builders import FAST_RUN
+from tests.builders import FAST_RUN, compose_config, random_batch
 from vla.checkpoint import (
+    CHECKPOINT_VERSION,
     AtomicCheckpointIO,
     CheckpointError,
     load_policy,
     read_checkpoint,
     vla_payload,
 )
+from vla.config import instantiate
+from vla.keys import IMAGE, STATE, TOKENS
+from vla.training.module import policy_config
 from vla.training.train import train
 
 
@@ -44,19 +49,52 @@ class _RunsCode:
 
 def test_checkpoint_of_another_format_version_is_refused(tiny_ckpt, tmp_path):
     ckpt = torch.load(tiny_ckpt, weights_only=True)
-    ckpt["vla"]["format"] = 3
+    ckpt["vla"]["format"] = CHECKPOINT_VERSION + 1
     other = tmp_path / "future.ckpt"
     torch.save(ckpt, other)
-    with pytest.raises(CheckpointError, match=r"future.ckpt' has checkpoint format 3; .* format 2"):
+    with pytest.raises(CheckpointError, match=rf"future.ckpt' has checkpoint format {CHECKPOINT_VERSION + 1}; .* formats 2 to {CHECKPOINT_VERSION}"):  # fmt: skip
         load_policy(other)
     ckpt["vla"]["format"] = 1  # before the heads were config groups: its config names factories
     torch.save(ckpt, other)
-    with pytest.raises(CheckpointError, match="has checkpoint format 1; this code reads format 2"):
+    with pytest.raises(CheckpointError, match="has checkpoint format 1; this code reads formats 2"):
         load_policy(other)
     del ckpt["vla"]["format"]
     torch.save(ckpt, other)
     with pytest.raises(CheckpointError, match="has checkpoint format None"):
         read_checkpoint(other)
+
+
+# the resolved policy config format-2 code saved for these overrides (written by that code)
+V2_CONFIG = Path(__file__).with_name("policy_config_v2.json")
+V2_OVERRIDES = ["model=tiny", "env.image_size=32", "model.chunk_size=2", "model.n_action_steps=2"]
+
+
+def test_a_format_2_checkpoint_loads_as_the_same_policy(tmp_path):
+    cfg = compose_config("train", V2_OVERRIDES)
+    torch.manual_seed(0)
+    policy = instantiate(cfg.model).eval()
+    old = {"format": 2, "policy_config": json.loads(V2_CONFIG.read_text()), "env_config": {}}
+    state = {f"policy.{k}": v for k, v in policy.state_dict().items()}
+    torch.save({"vla": old, "state_dict": state}, tmp_path / "v2.ckpt")
+    ckpt = read_checkpoint(tmp_path / "v2.ckpt")
+    assert ckpt["vla"]["format"] == CHECKPOINT_VERSION
+    assert ckpt["vla"]["policy_config"] == policy_config(cfg)  # what this code saves
+    loaded, _ = load_policy(tmp_path / "v2.ckpt")
+    batch = random_batch(policy)
+    with torch.no_grad():
+        features = [p.encode(batch[IMAGE], batch[STATE], batch[TOKENS]).features for p in (policy, loaded)]  # fmt: skip
+    torch.testing.assert_close(features[0], features[1])
+    assert (loaded.chunk_size, loaded.n_action_steps) == (2, 2)
+    changed = json.loads(V2_CONFIG.read_text())
+    changed["image_encoder"]["std"] = [0.25] * 3
+    torch.save({"vla": old | {"policy_config": changed}, "state_dict": state}, tmp_path / "x.ckpt")
+    with pytest.raises(CheckpointError, match="format 2.*image_encoder.std other than 0.5"):
+        read_checkpoint(tmp_path / "x.ckpt")
+    changed = json.loads(V2_CONFIG.read_text())
+    changed["readout"]["n_heads"] = 2  # parts that disagreed about a shared size
+    torch.save({"vla": old | {"policy_config": changed}, "state_dict": state}, tmp_path / "x.ckpt")
+    with pytest.raises(CheckpointError, match="readout.n_heads other than the policy's n_heads=4"):
+        read_checkpoint(tmp_path / "x.ckpt")
 
 
 def test_checkpoint_that_would_run_code_is_refused(tmp_path):
@@ -88,12 +126,10 @@ def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cf
             f"data.dir={tmp_path}/d",
         ],
     )
-    with pytest.raises(
-        CheckpointError, match="trained with model.policy.encoder.depth=2, this config has 3"
-    ):
+    with pytest.raises(CheckpointError, match="trained with model.depth=2, this config has 3"):
         train(cfg)
     ckpt = torch.load(tiny_ckpt, weights_only=True)
-    ckpt["vla"]["policy_config"]["encoder"]["depth"] = 3
+    ckpt["vla"]["policy_config"]["depth"] = 3
     torch.save(ckpt, tmp_path / "mismatch.ckpt")
     with pytest.raises(CheckpointError, match="do not fit the architecture"):
         load_policy(tmp_path / "mismatch.ckpt")

@@ -66,7 +66,7 @@ def test_console_shows_our_summary_and_no_library_noise(fast_run, compose_cfg):
     _, out = fast_run
     console = out.stdout + out.stderr
     assert [n for n in NOISE if n in console] == []
-    policy = instantiate(compose_cfg("train", ["model=tiny", "env.image_size=32"]).model.policy)
+    policy = instantiate(compose_cfg("train", ["model=tiny", "env.image_size=32"]).model)
     words = policy.tokenizer.max_len  # the longest instruction the grammar makes
     # 32 px: 4 patches of 16 px, 8 keypoints, the words, the state and the readout
     assert policy.num_tokens() == 4 + 8 + words + 1 + 1

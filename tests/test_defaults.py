@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from tests.builders import compose_config
 from vla.data.datamodule import ReachDataModule
 from vla.envs.reach import ReachEnv
+from vla.models.policy import VLAPolicy
 
 CFG = compose_config("train", [])
 PARTS = ["image_encoder", "text_encoder", "state_encoder", "readout", "encoder", "keypoints"]
@@ -39,8 +40,9 @@ def _mismatches(cls, node) -> list[str]:
 @pytest.mark.parametrize(
     "cls, node",
     [(ReachEnv, CFG.env), (ReachDataModule, CFG.data)]
-    + [(hydra.utils.get_class(CFG.model.policy[k]._target_), CFG.model.policy[k]) for k in PARTS],
-    ids=["env", "data", *PARTS],
+    + [(VLAPolicy, CFG.model)]
+    + [(hydra.utils.get_class(CFG.model[k]._target_), CFG.model[k]) for k in PARTS],
+    ids=["env", "data", "policy", *PARTS],
 )
 def test_constructor_defaults_are_the_configs_values(cls, node):
     assert _mismatches(cls, node) == []

@@ -15,6 +15,7 @@ refuses to unpickle anything but tensors and plain containers.
 
 from __future__ import annotations
 
+import copy
 import os
 import pickle
 import zipfile
@@ -25,10 +26,13 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from vla.config import instantiate
 from vla.errors import CheckpointError
+from vla.models.parts import SHARED_SIZES
 from vla.models.policy import VLAPolicy
 
 # 2: the head, keypoints and FiLM are config nodes that target their classes (1 named factories)
-CHECKPOINT_VERSION = 2
+# 3: the policy holds the sizes its parts share, each part a partial; one pixel scaling
+CHECKPOINT_VERSION = 3
+MIGRATES_FROM = 2  # the oldest format `migrate_policy_config` turns into this one
 SAFE_PREFIX = "vla."
 
 
@@ -93,12 +97,62 @@ def read_checkpoint(path) -> dict:
     if not isinstance(ckpt, dict) or "vla" not in ckpt or "state_dict" not in ckpt:
         raise CheckpointError(f"ckpt_path={str(path)!r} is not a vla training checkpoint")
     version = ckpt["vla"].get("format") if isinstance(ckpt["vla"], dict) else None
-    if version != CHECKPOINT_VERSION:
+    if version not in range(MIGRATES_FROM, CHECKPOINT_VERSION + 1):
         raise CheckpointError(
             f"ckpt_path={str(path)!r} has checkpoint format {version!r}; this code reads "
-            f"format {CHECKPOINT_VERSION}"
+            f"formats {MIGRATES_FROM} to {CHECKPOINT_VERSION}"
         )
+    if version < CHECKPOINT_VERSION:
+        config = migrate_policy_config(ckpt["vla"]["policy_config"], path)
+        ckpt["vla"] = ckpt["vla"] | {"format": CHECKPOINT_VERSION, "policy_config": config}
     return ckpt
+
+
+def migrate_policy_config(config: dict, path) -> dict:
+    """A format-2 policy config in this format's layout (the weights' names are unchanged):
+    the sizes every part repeated move up to the policy, each part becomes a partial, the
+    normaliser follows state_dim/action_dim, and pixels are scaled one way for every part.
+
+    Raises CheckpointError for a format-2 config this layout cannot express (parts that
+    disagreed about a shared value, pixel statistics other than 0.5)."""
+    old = copy.deepcopy(config)
+
+    def refuse(what: str):
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} (checkpoint format 2) has {what}, which checkpoint "
+            f"format {CHECKPOINT_VERSION} cannot express"
+        )
+
+    image, encoder, normalizer = old["image_encoder"], old["encoder"], old.pop("normalizer")
+    for key in ("mean", "std"):  # every part now scales pixels [0,255] -> [-1,1]
+        if [float(v) for v in image.pop(key, [0.5] * 3)] != [0.5] * 3:
+            refuse(f"image_encoder.{key} other than 0.5")
+    image.pop("channels", None)
+    if normalizer.get("eps", 1e-6) != 1e-6:
+        refuse(f"normalizer.eps={normalizer['eps']}")
+    new = dict(_target_=old.pop("_target_"), d_model=old.pop("d_model"))
+    new |= {k: encoder[k] for k in ("n_heads", "depth", "mlp_ratio", "dropout", "attn_impl")}
+    new |= dict(pos_emb=image["pos_emb"], max_words=old["tokenizer"].pop("max_len"))
+    new |= dict(num_readouts=old["readout"]["num_readouts"], chunk_size=old["head"]["chunk_size"])
+    new |= dict(n_action_steps=old.pop("n_action_steps"), image_size=image["image_size"])
+    new |= dict(state_dim=normalizer["state_dim"], action_dim=normalizer["action_dim"])
+    text = old["text_encoder"]
+    if text.pop("max_len") != new["max_words"]:
+        refuse("text_encoder.max_len other than tokenizer.max_len")
+    text.pop("vocab_size")  # the policy checked it equal to the tokenizer's
+    encoder.pop("depth")
+    old.setdefault("referents", None)  # a part most format-2 configs predate
+    if old["referents"]:  # its detector's width is the keypoints' now, given by the policy
+        old["referents"].pop("hidden", None)
+    for name, part in old.items():
+        if part is None:
+            new[name] = None
+            continue
+        for key in sorted(set(part) & set(SHARED_SIZES)):
+            if part.pop(key) != new[key]:
+                refuse(f"{name}.{key} other than the policy's {key}={new[key]!r}")
+        new[name] = {"_target_": part.pop("_target_"), "_partial_": True} | part
+    return new
 
 
 def check_targets(config, where: str = "policy_config") -> None:

@@ -54,7 +54,7 @@ def instantiate(node, **kwargs):
         if isinstance(cause, UserError):
             raise cause from None
         if isinstance(cause, TypeError) and _raised_by_the_call(cause):
-            last = str(e).splitlines()[-1].strip()  # Hydra's "full_key: model.policy.head"
+            last = str(e).splitlines()[-1].strip()  # Hydra's "full_key: model.head"
             where = f" ({last})" if last.startswith("full_key:") else ""
             raise ConfigError(f"{cause}{where}") from None
         raise

@@ -21,7 +21,7 @@ from vla.eval.visualize import visualize
 
 @pytest.mark.parametrize("readout", ["self", "cross"])
 def test_attention_maps(readout):
-    policy = build_policy("tiny", f"model.policy.readout.mode={readout}")
+    policy = build_policy("tiny", f"model.readout.mode={readout}")
     policy.train()
     batch = random_batch(policy, batch_size=2)
     weights, layout = attention_maps(

@@ -15,8 +15,9 @@ from vla.models.heads import FlowHead
 
 
 def test_checkpoint_round_trips_the_chunk_settings(chunked_ckpt):
-    head = read_checkpoint(chunked_ckpt)["vla"]["policy_config"]["head"]
-    assert (head["_target_"], head["chunk_size"], head["flow_steps"]) == (
+    config = read_checkpoint(chunked_ckpt)["vla"]["policy_config"]
+    head = config["head"]
+    assert (head["_target_"], config["chunk_size"], head["flow_steps"]) == (
         "vla.models.heads.flow.FlowHead",
         4,
         10,

@@ -72,7 +72,7 @@ def test_trains_on_an_export(exported, compose_cfg, fast_overrides, tmp_path):
             "data=lerobot",
             f"data.path={exported}",
             "data.val_episodes=2",
-            "model.target_keypoint_weight=0",
+            "bc.target_keypoint_weight=0",
             "~logger",
         ],
     )

@@ -59,7 +59,7 @@ def overrides(path, fast_overrides) -> list[str]:
         "data=lerobot",
         f"data.path={path}",
         "data.val_episodes=2",
-        "model.target_keypoint_weight=0",
+        "bc.target_keypoint_weight=0",
     ]
 
 
@@ -84,7 +84,7 @@ def test_trains_without_an_env(other, compose_cfg, fast_overrides, tmp_path, cap
     # the policy takes the dataset's sizes, and its checkpoint rebuilds it so
     ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
     config = ckpt["vla"]["policy_config"]
-    assert config["state_encoder"]["state_dim"] == 6 and config["head"]["action_dim"] == 3
+    assert (config["state_dim"], config["action_dim"]) == (6, 3)
     assert ckpt["global_step"] == 5
     with pytest.raises(CheckpointError, match="no env to roll out in"):
         load_policy(run / "checkpoints" / "last.ckpt")  # what eval.py and visualize.py read

@@ -84,9 +84,9 @@ def test_every_conditioning_parameter_gets_a_gradient(make_policy, make_batch, r
     policy = make_policy(
         "tiny",
         "model.keypoints.num_keypoints=4",
-        "model.policy.readout.instruction_query=true",
-        "model.policy.encoder.film=true",
-        f"model.policy.readout.mode={readout}",
+        "model.readout.instruction_query=true",
+        "model.encoder.film=true",
+        f"model.readout.mode={readout}",
     )
     assert "keypoints" in policy.token_layout()
     loss, _ = policy(make_batch(policy, batch_size=4))

@@ -3,7 +3,7 @@ import torch
 
 from vla.errors import ConfigError
 from vla.models.film import FiLM, masked_mean
-from vla.models.image_encoder import ImageEncoder
+from vla.models.image_encoder import ImageEncoder, normalize_pixels
 from vla.models.positions import PositionEmbedding1D, PositionEmbedding2D, sinusoidal_1d
 from vla.models.readout import Readout
 from vla.models.state_encoder import StateEncoder
@@ -45,8 +45,8 @@ def test_image_encoder_shapes_and_normalisation():
     enc = ImageEncoder(image_size=32, patch_size=8, d_model=24, coord_features=False)
     image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
     assert enc(image).shape == (2, 16, 24) and enc.num_patches == 16
-    scaled = torch.tensor([0.0, 255.0])[:, None] * enc.scale + enc.shift
-    torch.testing.assert_close(scaled, torch.tensor([[-1.0] * 3, [1.0] * 3]))
+    pixels = torch.tensor([0, 51, 255], dtype=torch.uint8)
+    torch.testing.assert_close(normalize_pixels(pixels), torch.tensor([-1.0, -0.6, 1.0]))
     # patch 1 is the second patch of the first row: pixels [0:8, 8:16]
     patches = enc.patchify(image.float())
     assert torch.equal(patches[0, 1].reshape(8, 8, 3), image[0, 0:8, 8:16].float())

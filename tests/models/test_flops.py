@@ -20,7 +20,7 @@ def counted(fn) -> float:
     [
         ["model/head=continuous"],
         ["model/head=discrete"],
-        ["model.policy.readout.mode=cross"],
+        ["model.readout.mode=cross"],
         ["model/head=autoregressive", "model.chunk_size=2"],
         ["model/head=flow", "model.chunk_size=4", "model.head.flow_steps=3"],
         ["model.chunk_size=4"],

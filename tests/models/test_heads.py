@@ -12,6 +12,7 @@ from vla.config import instantiate
 from vla.errors import ConfigError
 from vla.models.heads import AutoregressiveHead, ContinuousHead, DiscreteHead, FlowHead
 from vla.models.heads.base import actions_to_bins, bins_to_actions
+from vla.models.parts import SHARED_SIZES, build_part
 
 HEADS = sorted(p.stem for p in (CONF_DIR / "model" / "head").glob("*.yaml"))
 
@@ -23,8 +24,7 @@ def head_from_config(kind: str, d_model: int, action_dim: int, **values):
     shared |= dict(n_heads=4, mlp_ratio=4, dropout=0.0, attn_impl="sdpa")
     shared |= {k: values.pop(k) for k in list(values) if k in shared}
     node = OmegaConf.load(CONF_DIR / "model" / "head" / f"{kind}.yaml")
-    root = OmegaConf.create({"model": shared, "head": node})
-    return instantiate(OmegaConf.merge(root.head, values))
+    return build_part("head", instantiate(OmegaConf.merge(node, values)), shared)
 
 
 @pytest.mark.parametrize(
@@ -32,10 +32,11 @@ def head_from_config(kind: str, d_model: int, action_dim: int, **values):
     [f"head/{h}" for h in HEADS] + ["keypoints/spatial_softmax", "film/patches"],
 )
 def test_every_config_group_file_states_every_constructor_argument(config):
+    """...but the sizes the policy hands every part (SHARED_SIZES), which it must not state."""
     node = OmegaConf.load(CONF_DIR / "model" / f"{config}.yaml")
     cls = get_class(node._target_)
     arguments = set(inspect.signature(cls.__init__).parameters) - {"self"}
-    assert set(node) - {"_target_"} == arguments
+    assert set(node) - {"_target_", "_partial_"} == arguments - set(SHARED_SIZES)
 
 
 def test_bins_round_trip_within_half_a_bin():

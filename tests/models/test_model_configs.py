@@ -17,8 +17,8 @@ def test_config_composes_instantiates_and_runs(
 ):
     cfg = compose_model_cfg(name, image_size=64)
     assert cfg.model.d_model == d_model and cfg.model.depth == depth
-    assert cfg.model.policy.image_encoder.image_size == 64  # wired to env.image_size
-    policy = instantiate(cfg.model.policy)
+    assert cfg.model.image_size == 64  # wired to env.image_size
+    policy = instantiate(cfg.model)
     assert isinstance(policy, VLAPolicy)
     assert len(policy.encoder.blocks) == depth and policy.film is not None
     assert policy.image_encoder.coord_features
@@ -34,10 +34,10 @@ def test_config_composes_instantiates_and_runs(
         ("model/film=none", lambda p: p.film is None),
         ("model/keypoints=none", lambda p: p.keypoints is None and "keypoints" not in p.token_layout()),
         ("model.keypoints.hidden=16", lambda p: p.keypoints.detect.out_channels == 16),
-        ("model.policy.image_encoder.coord_features=false", lambda p: not p.image_encoder.coord_features),
+        ("model.image_encoder.coord_features=false", lambda p: not p.image_encoder.coord_features),
         ("model/head=continuous", lambda p: type(p.head).__name__ == "ContinuousHead"),
         ("model/head=autoregressive", lambda p: type(p.head).__name__ == "AutoregressiveHead"),
-        ("model.policy.readout.mode=cross", lambda p: p.readout.mode == "cross" and "readout" not in p.token_layout()),
+        ("model.readout.mode=cross", lambda p: p.readout.mode == "cross" and "readout" not in p.token_layout()),
         ("model.attn_impl=naive", lambda p: p.encoder.blocks[0].attn.attn_impl == "naive"),
         ("model.pos_emb=sinusoidal", lambda p: p.image_encoder.pos.kind == "sinusoidal"),
         ("model.head.num_bins=32", lambda p: p.head(torch.zeros(1, p.head.num_readouts, p.d_model)).shape == (1, 1, 2, 32)),
@@ -58,14 +58,14 @@ def test_command_line_overrides(make_policy, make_batch, override, check):
     [
         (["model.d_model=100", "model.n_heads=3"], 32, "d_model=100 is not divisible by n_heads=3"),
         ([], 60, "image_size=60 is not divisible by patch_size=16"),
-        (["model.policy.readout.mode=both"], 32, "unknown readout 'both'"),
+        (["model.readout.mode=both"], 32, "unknown readout 'both'"),
         (["model.pos_emb=sinusoidal", "model.d_model=66", "model.n_heads=3"], 32, "dim % 4 == 0"),
     ],
 )  # fmt: skip
 def test_bad_values_fail_with_a_clear_message(compose_model_cfg, overrides, image_size, message):
     cfg = compose_model_cfg("tiny", overrides, image_size=image_size)
     with pytest.raises(ConfigError) as info:
-        instantiate(cfg.model.policy)
+        instantiate(cfg.model)
     assert str(info.value).startswith(message) or message in str(info.value)
 
 
@@ -100,5 +100,5 @@ def test_every_head_argument_is_reachable(make_policy, overrides, check):
 
 def test_an_argument_a_head_does_not_take_is_the_users_error(compose_model_cfg):
     cfg = compose_model_cfg("tiny", ["+model.head.depth=2"])  # the discrete head has no depth
-    with pytest.raises(ConfigError, match="unexpected keyword argument 'depth'.*model.policy.head"):
-        instantiate(cfg.model.policy)
+    with pytest.raises(ConfigError, match="model.head: DiscreteHead takes no argument 'depth'"):
+        instantiate(cfg.model)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from vla import keys
+from vla.config import instantiate
 from vla.errors import ConfigError
 
 
@@ -22,9 +23,7 @@ def _features(policy, batch, tokens=None):
 @pytest.mark.parametrize("readout", ["self", "cross"])
 @pytest.mark.parametrize("attn_impl", ["sdpa", "naive"])
 def test_extra_padding_does_not_change_the_action(make_policy, make_batch, readout, attn_impl):
-    policy = make_policy(
-        "tiny", f"model.policy.readout.mode={readout}", f"model.attn_impl={attn_impl}"
-    )
+    policy = make_policy("tiny", f"model.readout.mode={readout}", f"model.attn_impl={attn_impl}")
     batch = make_batch(policy, batch_size=3)
     tokens = batch[keys.TOKENS]  # [B,8]: at most 5 real words, then PAD
     assert (tokens[:, 5:] == 0).all()
@@ -37,7 +36,7 @@ def test_positions_make_the_readout_depend_on_patch_order(make_policy, make_batc
     def readouts(kind):
         policy = make_policy(
             "tiny",
-            "model.policy.image_encoder.coord_features=false",
+            "model.image_encoder.coord_features=false",
             "model/film=none",
             "model/keypoints=none",  # keypoints see the image's layout, positions or not
             f"model.pos_emb={kind}",
@@ -59,7 +58,7 @@ def test_positions_make_the_readout_depend_on_patch_order(make_policy, make_batc
 )
 @pytest.mark.parametrize("readout", ["self", "cross"])
 def test_every_parameter_gets_a_gradient(make_policy, make_batch, head, term, readout):
-    policy = make_policy("tiny", f"model/head={head}", f"model.policy.readout.mode={readout}")
+    policy = make_policy("tiny", f"model/head={head}", f"model.readout.mode={readout}")
     loss, logs = policy(make_batch(policy, batch_size=4))
     loss.backward()
     missing = [n for n, p in policy.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
@@ -86,29 +85,14 @@ def test_checkpoint_round_trip_and_vocab_mismatch(make_policy, make_batch):
         make_policy("tiny").load_state_dict(state)
 
 
-def test_policy_rejects_mismatched_parts(make_policy):
-    from vla.models.text_encoder import TextEncoder
-
-    policy = make_policy("tiny")
-    parts = {
-        n: getattr(policy, n)
-        for n in [
-            "tokenizer",
-            "image_encoder",
-            "text_encoder",
-            "state_encoder",
-            "encoder",
-            "readout",
-            "head",
-            "normalizer",
-            "film",
-        ]
-    }
-    with pytest.raises(
-        ConfigError, match="tokenizer.vocab_size=31 does not match text_encoder.vocab_size=30"
-    ):
-        type(policy)(
-            **dict(parts, text_encoder=TextEncoder(64, vocab_size=30, max_len=14)), d_model=64
-        )
-    with pytest.raises(ConfigError, match="image_encoder.d_model=64 does not match d_model=32"):
-        type(policy)(**parts, d_model=32)
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("+model.readout.d_model=32", "model.readout.d_model=32 is set by model.d_model"),
+        ("+model.head.chunk_size=2", "model.head.chunk_size=2 is set by model.chunk_size"),
+        ("+model.text_encoder.vocab_size=30", "model.text_encoder.vocab_size=30 is set by the policy"),
+    ],
+)  # fmt: skip
+def test_a_part_cannot_restate_a_size_the_policy_gives_it(compose_model_cfg, override, message):
+    with pytest.raises(ConfigError, match=message):
+        instantiate(compose_model_cfg("tiny", [override]).model)

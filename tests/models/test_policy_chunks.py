@@ -83,8 +83,8 @@ def test_a_batch_that_does_not_fit_the_chunk_size_is_refused(make_policy, make_b
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["model.chunk_size=2", "model.n_action_steps=3"], "n_action_steps=3 must be between 1 and the head's chunk_size=2"),
-        (["model.n_action_steps=0"], "n_action_steps=0 must be between 1 and the head's chunk_size=1"),
+        (["model.chunk_size=2", "model.n_action_steps=3"], "n_action_steps=3 must be between 1 and chunk_size=2"),
+        (["model.n_action_steps=0"], "n_action_steps=0 must be between 1 and chunk_size=1"),
         (["model.chunk_size=0"], "chunk_size=0 must be >= 1"),
         (["model/head=flow", "model.head.flow_steps=0"], "flow_steps=0 must be >= 1"),
     ],
@@ -92,16 +92,14 @@ def test_a_batch_that_does_not_fit_the_chunk_size_is_refused(make_policy, make_b
 def test_bad_chunk_settings_fail_with_a_clear_message(compose_model_cfg, overrides, message):
     cfg = compose_model_cfg("tiny", overrides)
     with pytest.raises(ConfigError, match=message):
-        instantiate(cfg.model.policy)
+        instantiate(cfg.model)
 
 
 @pytest.mark.parametrize(
     ("experiment", "head"), [("chunked", "DiscreteHead"), ("flow", "FlowHead")]
 )
-def test_presets_set_the_model_and_the_data_alike(compose_cfg, tmp_path, experiment, head):
+def test_presets_set_chunks_and_the_steps_executed(compose_cfg, tmp_path, experiment, head):
     cfg = compose_cfg("train", [f"experiment={experiment}", f"paths.output_dir={tmp_path}"])
-    assert cfg.data.chunk_size == cfg.model.chunk_size == 4  # batches follow the model
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     assert type(policy.head).__name__ == head
     assert (policy.chunk_size, policy.n_action_steps) == (4, 2)
-    assert compose_cfg("train", [f"paths.output_dir={tmp_path}"]).data.chunk_size == 1

@@ -37,7 +37,7 @@ def test_the_policy_reads_done_off_the_image():
     done, and, through the referent it picks, other features."""
     torch.manual_seed(0)
     policy = build_policy(
-        "tiny", "model/referents=first_undone", "model.policy.text_encoder.referent_positions=true"
+        "tiny", "model/referents=first_undone", "model.text_encoder.referent_positions=true"
     ).eval()
     env = ReachEnv(image_size=32, families=["sequence"], num_targets=3)
     obs, info = env.reset(seed=3)

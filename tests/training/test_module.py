@@ -37,16 +37,16 @@ def test_the_target_keypoint_loss_is_added_by_the_recipe_alone():
 
 def test_keypoints_none_turns_the_target_loss_off_and_asking_for_both_fails(compose_cfg):
     cfg = compose_cfg("train", ["model=tiny", "model/keypoints=none"])
-    assert cfg.model.keypoints is None and cfg.model.target_keypoint_weight == 0
-    assert compose_cfg("train", ["model=tiny"]).model.target_keypoint_weight == 1.0
+    assert cfg.model.keypoints is None and cfg.bc.target_keypoint_weight == 0
+    assert compose_cfg("train", ["model=tiny"]).bc.target_keypoint_weight == 1.0
     policy = build_policy("tiny", "model/keypoints=none")
     assert not module_for(policy).uses_target
     with pytest.raises(ConfigError) as info:
         module_for(policy, weight=1.0)
     message = str(info.value)
     assert "\n" not in message
-    assert "model.target_keypoint_weight=1.0" in message and "model/keypoints=none" in message
-    with pytest.raises(ConfigError, match="model.target_keypoint_weight=-1 must be >= 0"):
+    assert "bc.target_keypoint_weight=1.0" in message and "model/keypoints=none" in message
+    with pytest.raises(ConfigError, match="bc.target_keypoint_weight=-1 must be >= 0"):
         module_for(build_policy("tiny"), weight=-1)
 
 
@@ -64,7 +64,7 @@ def test_the_target_position_probe_is_the_recipes_and_reads_the_readout():
     aux.backward()  # it trains what the readout carries...
     assert policy.readout.queries.grad is not None and policy.readout.queries.grad.abs().sum() > 0
     assert not any("probe" in k for k in policy.state_dict())  # ...and no rollout sees it
-    with pytest.raises(ConfigError, match="model.target_position_weight=-1 must be >= 0"):
+    with pytest.raises(ConfigError, match="bc.target_position_weight=-1 must be >= 0"):
         BCModule(policy, optimizer=torch.optim.AdamW, target_position_weight=-1)
 
 

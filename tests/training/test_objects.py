@@ -87,9 +87,9 @@ def test_the_recipe_adds_the_object_losses_with_their_weights():
     loss, logs, enc = module.model_step(batch)
     assert logs["attribute_ce"] > 0 and 0 <= logs["attribute_accuracy"] <= 1
     torch.testing.assert_close(loss, action_loss + 3.0 * logs["attribute_ce"])
-    with pytest.raises(ConfigError, match="model.pointer_weight=1.0 needs model/pointer"):
+    with pytest.raises(ConfigError, match="bc.pointer_weight=1.0 needs model/pointer"):
         BCModule(build_policy("tiny"), torch.optim.AdamW, pointer_weight=1.0)
-    with pytest.raises(ConfigError, match="model.object_slot_weight=-1 must be >= 0"):
+    with pytest.raises(ConfigError, match="bc.object_slot_weight=-1 must be >= 0"):
         BCModule(policy, torch.optim.AdamW, object_slot_weight=-1)
 
 

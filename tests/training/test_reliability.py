@@ -36,8 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["trainer.max_epochs=0"], "trainer.max_epochs=0"),
         (["eval.num_episodes=-1"], "eval.num_episodes=-1"),
         (["model.head=foo"], "model.head='foo' sets a config group like a value"),
-        (["model/keypoints=none", "model.target_keypoint_weight=1"], "model/keypoints=none"),
-        (["data.chunk_size=2"], "data.chunk_size=2 must equal model.chunk_size=1"),
+        (["model/keypoints=none", "bc.target_keypoint_weight=1"], "model/keypoints=none"),
         (
             ["eval.n_action_steps=2"],
             "eval.n_action_steps=2 must be between 1 and model.chunk_size=1",
@@ -196,7 +195,7 @@ def _weights_after_steps(compose_cfg, tmp_path, seed):
 def _initial_weights(compose_cfg, tmp_path, seed):
     """The policy's weights before its first step, drawn as `train` draws them."""
     L.seed_everything(seed, verbose=False)
-    policy = instantiate(_config(compose_cfg, tmp_path, seed).model.policy)
+    policy = instantiate(_config(compose_cfg, tmp_path, seed).model)
     return {f"policy.{k}": v for k, v in policy.state_dict().items()}
 
 

@@ -47,12 +47,12 @@ def test_resume_argv_puts_the_runs_overrides_first_and_the_new_ones_win(tmp_path
 
 def test_a_changed_architecture_is_one_line_naming_the_key(compose_cfg, tiny_ckpt):
     cfg = compose_cfg("train", ["model=small", "env.image_size=32", f"ckpt_path={tiny_ckpt}"])
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     with pytest.raises(CheckpointError) as e:
         check_resumable(cfg, policy)
     message = str(e.value)
     assert "\n" not in message
-    assert re.search(r"was trained with model\.policy\.d_model=64, this config has 128", message)
+    assert re.search(r"was trained with model\.d_model=64, this config has 128", message)
     assert message.endswith("leave out ckpt_path to start a new run)")
 
 
@@ -62,9 +62,9 @@ def test_fewer_epochs_than_the_checkpoint_reached_is_one_line(compose_cfg, tiny_
     overrides = ["model=tiny", "env.image_size=32", f"ckpt_path={tmp_path}/epoch3.ckpt"]
     cfg = compose_cfg("train", [*overrides, "trainer.max_epochs=2"])
     with pytest.raises(ConfigError, match="stopped in epoch 4, past trainer.max_epochs=2"):
-        check_resumable(cfg, instantiate(cfg.model.policy))
+        check_resumable(cfg, instantiate(cfg.model))
     cfg = compose_cfg("train", [*overrides, "trainer.max_epochs=5"])
-    assert check_resumable(cfg, instantiate(cfg.model.policy)) == tmp_path / "epoch3.ckpt"
+    assert check_resumable(cfg, instantiate(cfg.model)) == tmp_path / "epoch3.ckpt"
 
 
 @pytest.mark.slow
@@ -105,7 +105,7 @@ def test_ctrl_c_saves_and_the_run_resumes_as_printed_in_its_own_folder(tmp_path,
     # a changed architecture is refused in one line, and the run's record stays as it was
     code, _, err = run_script_here("train.py", *args[1:], "model=small", capsys=capsys)
     assert code == 2 and err.count("\n") == 1, err
-    assert "was trained with model.policy.d_model=64, this config has 128" in err
+    assert "was trained with model.d_model=64, this config has 128" in err
     assert yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text()) == saved
 
 

@@ -19,6 +19,7 @@ from vla.errors import SeedRangeError
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.training.callbacks import LastCheckpoint
+from vla.training.module import build_module
 from vla.training.train import train, why_stopped
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +27,7 @@ CONF = ROOT / "conf"
 GROUPS = {
     "env": ["reach"],
     "data": ["default"],
+    "bc": ["default"],
     "model": ["tiny", "small", "base"],
     "optimizer": ["adamw"],
     "scheduler": ["warmup_cosine"],
@@ -57,7 +59,7 @@ def test_the_options_tested_are_every_file_of_the_config_groups():
 @pytest.mark.parametrize("group, option", [(g, o) for g, opts in GROUPS.items() for o in opts])
 def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, group, option):
     cfg = compose_cfg("train", [f"{group}={option}", f"paths.output_dir={tmp_path}"])
-    policy = hydra.utils.instantiate(cfg.model.policy)
+    policy = hydra.utils.instantiate(cfg.model)
     # the policy is the one the config describes
     assert isinstance(policy.head, hydra.utils.get_class(cfg.model.head._target_))
     assert (policy.d_model, policy.chunk_size, policy.n_action_steps) == (
@@ -70,6 +72,9 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
     for name, cb in cfg.callbacks.items():  # a recipe may turn one off with null
         assert cb is None or isinstance(hydra.utils.instantiate(cb), Callback), name
     hydra.utils.instantiate(cfg.optimizer)([torch.nn.Parameter(torch.zeros(1))])
+    module = build_module(cfg, policy)  # its losses fit this policy
+    assert module.target_keypoint_weight == cfg.bc.target_keypoint_weight
+    assert module.policy_config == OmegaConf.to_container(cfg.model, resolve=True)  # stored
 
 
 @pytest.mark.parametrize(
@@ -81,8 +86,8 @@ def test_every_config_option_composes_and_instantiates(compose_cfg, tmp_path, gr
             "suite",
             {
                 "env.families": ["name", "attribute", "relation", "sequence"],
-                "model.policy.text_encoder.depth": 1,
-                "model.target_position_weight": 1.0,
+                "model.text_encoder.depth": 1,
+                "bc.target_position_weight": 1.0,
                 "trainer.max_epochs": 3,
                 "callbacks.early_stopping": None,
             },
@@ -97,7 +102,7 @@ def test_experiments_change_only_what_they_name(compose_cfg, tmp_path, experimen
         assert OmegaConf.select(base, key) != value, key
     groups = ("data", "optimizer", "scheduler", "seeds", "eval")
     assert all(cfg[g] == base[g] for g in groups)  # the rest of the recipe is the default's
-    assert cfg.model.policy.image_encoder.image_size == 48
+    assert cfg.model.image_size == 48
 
 
 def test_one_callback_writes_last_ckpt_and_seed_ranges_are_kept(compose_cfg, tmp_path):
@@ -113,7 +118,7 @@ def test_one_callback_writes_last_ckpt_and_seed_ranges_are_kept(compose_cfg, tmp
 def test_command_line_override_changes_the_model(compose_cfg, tmp_path):
     def count(overrides):
         cfg = compose_cfg("train", [f"paths.output_dir={tmp_path}", *overrides])
-        return sum(p.numel() for p in hydra.utils.instantiate(cfg.model.policy).parameters())
+        return sum(p.numel() for p in hydra.utils.instantiate(cfg.model).parameters())
 
     assert count(["model.depth=1"]) < count([]) < count(["model.d_model=192", "model.n_heads=4"])
 
@@ -358,4 +363,4 @@ def test_each_shared_value_is_stated_once_and_followed(compose_cfg, tmp_path):
     cfg = compose_cfg("train", ["eval.num_envs=7", out])  # the training rollouts follow
     assert cfg.callbacks.rollout_eval.num_envs == 7
     cfg = compose_cfg("train", ["experiment=flow", "model.head.flow_steps=20", out])
-    assert cfg.model.head.flow_steps == 20 and cfg.model.chunk_size == cfg.data.chunk_size == 4
+    assert cfg.model.head.flow_steps == 20 and cfg.model.chunk_size == 4

@@ -28,12 +28,13 @@ def build(cfg: DictConfig, image_size: int | None = None):
     cfg = cfg.copy()
     if image_size is not None:
         cfg.env.image_size = image_size
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     module = make_module(cfg, policy)
     dm = instantiate(
         cfg.data,
         env=env_kwargs_of(cfg.env),
         tokenize=policy.tokenizer.encode,
+        chunk_size=policy.chunk_size,
         target=module.uses_target,  # batches as the recipe's
         objects=module.uses_objects,
     )
@@ -132,7 +133,7 @@ def measure(cfg: DictConfig, scratch: Path) -> dict:
     env_kwargs = env_kwargs_of(cfg.env)
     policy, dm = build(cfg)
     results = {
-        "config": OmegaConf.to_container(cfg.model, resolve=True)["policy"]["_target_"],
+        "config": cfg.model._target_,
         "num_parameters": sum(p.numel() for p in policy.parameters()),
         "tokens": policy.num_tokens(words(dm)),
         "batch_size": dm.batch_size,

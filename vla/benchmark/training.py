@@ -9,18 +9,12 @@ import lightning as L
 import torch
 from omegaconf import DictConfig
 
-from vla.config import instantiate
-from vla.training.module import BCModule, auxiliary_weights
+from vla.training.module import BCModule, build_module
 
 
 def make_module(cfg: DictConfig, policy) -> BCModule:
     """The training recipe as `train` builds it: optimizer, schedule and losses."""
-    return BCModule(
-        policy,
-        instantiate(cfg.optimizer),
-        instantiate(cfg.scheduler),
-        **auxiliary_weights(cfg.model),
-    )
+    return build_module(cfg, policy)
 
 
 def torch_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:

@@ -36,7 +36,7 @@ class ReachDataModule(L.LightningDataModule):
         shift: random-shift augmentation in pixels for training batches.
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
-        chunk_size: actions per training target (the policy's `model.chunk_size`).
+        chunk_size: actions per training target (the policy's `chunk_size`, given by train).
         target: batches carry TARGET, where the shape to reach is (privileged): on only while
             a training-only loss uses it (`BCModule.uses_target`).
         objects: batches carry OBJECTS and OBJECT_PAIRS, where every shape is and what it is

@@ -27,6 +27,7 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     heads           continuous / discrete / autoregressive / flow action heads
     normalizer      state and action statistics as buffers
     policy          VLAPolicy, composing all of the above
+    chunking        which chunk-execution settings a policy accepts (training and eval)
     flops           analytic FLOPs of a training step and of a query
 """
 

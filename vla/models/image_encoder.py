@@ -1,7 +1,7 @@
 """ViT patch embedding for the env's raw camera image.
 
     image uint8 [B,H,W,3]
-      -> x / 255, - mean, / std          [B,H,W,3]      roughly zero mean, unit scale
+      -> normalize_pixels                [B,H,W,3]      [0,255] -> [-1,1]
       -> patchify (Rearrange)            [B,Np,P*P*3]   Np = (image_size / P)^2
       -> patch_embed (Linear)            [B,Np,D]       what the patch shows
       -> (modulate, e.g. FiLM)           [B,Np,D]       conditioning touches content only
@@ -9,7 +9,8 @@
       -> + 2-D position embedding        [B,Np,D]
 
 The image arrives channels-last and unnormalised, exactly as the env renders it, so the scaling
-lives here (and in checkpoints) instead of in every caller. Coordinate channels (CoordConv)
+lives here instead of in every caller: `normalize_pixels`, which the keypoint and object
+detectors use too, so every part reads the same pixel values. Coordinate channels (CoordConv)
 give each pixel its own position inside the patch as well as the patch's place on the grid, as
 a code that is linear in position, which is what an action (target minus effector) needs.
 Their projection does not depend on the image, so it is computed once per batch, not per
@@ -18,14 +19,19 @@ sample, and it is added after any modulation so the instruction never rescales p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-import torch
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
 from vla.models.positions import PositionEmbedding2D, check_pos_emb, pixel_coordinates
+
+
+def normalize_pixels(image: Tensor) -> Tensor:
+    """uint8 (or float in [0,255]) pixels -> float in [-1,1], the same shape: every part that
+    reads the image scales it here."""
+    return image.float() / 127.5 - 1.0
 
 
 class ImageEncoder(nn.Module):
@@ -37,9 +43,6 @@ class ImageEncoder(nn.Module):
         d_model: token width.
         coord_features: append two channels with each pixel's x and y in [-1,1].
         pos_emb: "learned" | "sinusoidal" | "none" position embedding on the patch grid.
-        channels: colour channels of the input.
-        mean, std: per-channel statistics of the image in [0,1] units; the defaults map [0,1]
-            to [-1,1].
     """
 
     def __init__(
@@ -49,9 +52,6 @@ class ImageEncoder(nn.Module):
         d_model: int,
         coord_features: bool = True,
         pos_emb: str = "learned",
-        channels: int = 3,
-        mean: Sequence[float] = (0.5, 0.5, 0.5),
-        std: Sequence[float] = (0.5, 0.5, 0.5),
     ):
         super().__init__()
         if image_size < 1 or patch_size < 1:
@@ -60,25 +60,15 @@ class ImageEncoder(nn.Module):
             raise ConfigError(
                 f"image_size={image_size} is not divisible by patch_size={patch_size}"
             )
-        if len(mean) != channels or len(std) != channels:
-            raise ConfigError(f"mean={list(mean)} and std={list(std)} need {channels} values each")
-        if min(std) <= 0:
-            raise ConfigError(f"std={list(std)} must be positive")
         check_pos_emb(pos_emb)
         self.image_size = image_size
         self.patch_size = patch_size
         self.d_model = d_model
-        self.channels = channels
         self.coord_features = coord_features
         self.grid = image_size // patch_size
         self.num_patches = self.grid**2
-        self.patch_dim = patch_size * patch_size * channels
+        self.patch_dim = patch_size * patch_size * 3  # RGB
 
-        # x -> x * scale + shift  ==  (x / 255 - mean) / std, folded into one multiply-add
-        std_t = torch.tensor(list(std), dtype=torch.float32)
-        mean_t = torch.tensor(list(mean), dtype=torch.float32)
-        self.register_buffer("scale", 1.0 / (255.0 * std_t), persistent=False)
-        self.register_buffer("shift", -mean_t / std_t, persistent=False)
         self.patchify = Rearrange(
             "b (h p1) (w p2) c -> b (h w) (p1 p2 c)", p1=patch_size, p2=patch_size
         )  # [B,H,W,C] -> [B,Np,P*P*C]
@@ -93,7 +83,7 @@ class ImageEncoder(nn.Module):
     def forward(self, image: Tensor, modulate: Callable[[Tensor], Tensor] | None = None) -> Tensor:
         """
         Args:
-            image: uint8 (or float in [0,255]) [B,H,W,C], channels-last as the env renders it.
+            image: uint8 (or float in [0,255]) [B,H,W,3], channels-last as the env renders it.
             modulate: applied to the content embedding [B,Np,D] before positions are added
                 (the policy's FiLM by the instruction).
 
@@ -101,12 +91,12 @@ class ImageEncoder(nn.Module):
             patch tokens [B,Np,D].
         """
         B, H, W, C = image.shape
-        if (H, W, C) != (self.image_size, self.image_size, self.channels):
+        if (H, W, C) != (self.image_size, self.image_size, 3):
             raise ValueError(
                 f"image of shape {tuple(image.shape)} does not match "
-                f"[B,{self.image_size},{self.image_size},{self.channels}]"
+                f"[B,{self.image_size},{self.image_size},3]"
             )
-        x = image.float() * self.scale + self.shift  # [B,H,W,C], roughly zero-mean, unit scale
+        x = normalize_pixels(image)  # [B,H,W,C] in [-1,1]
         x = self.patchify(x)  # [B,H,W,C] -> [B,Np,P*P*C]
         x = self.patch_embed(x)  # [B,Np,P*P*C] -> [B,Np,D]
         if modulate is not None:

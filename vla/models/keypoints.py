@@ -1,6 +1,6 @@
 """Spatial-softmax keypoints: where each learned feature map peaks, as (x, y) tokens.
 
-    image uint8 [B,H,W,3] ─ /127.5 - 1 ─ conv kxk (3 -> C) ─ GELU ─ (x (1 + gain(instruction)))
+    image uint8 [B,H,W,3] ─ [-1,1] ─ conv kxk (3 -> C) ─ GELU ─ (x (1 + gain(instruction)))
         ─ conv 1x1 (C -> K) ─> scores [B,K,H,W]
         ─ standardise each map over its pixels, x learned temperature
         ─ softmax over the H*W pixels of each map ─> where [B,K,H*W]
@@ -33,6 +33,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
+from vla.models.image_encoder import normalize_pixels
 from vla.models.positions import pixel_coordinates
 
 
@@ -99,7 +100,7 @@ class KeypointEncoder(nn.Module):
                 f"image of shape {tuple(image.shape)} does not match [B,{self.image_size},"
                 f"{self.image_size},3]"
             )
-        x = rearrange(image.float() / 127.5 - 1, "b h w c -> b c h w")  # [0,255] -> [-1,1]
+        x = rearrange(normalize_pixels(image), "b h w c -> b c h w")  # [0,255] -> [-1,1]
         # the conv's output is channels-last in memory, like the image it reads: keep that layout
         h = nn.functional.gelu(self.detect(x))  # [B,3,H,W] -> [B,C,H,W]
         return rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]

@@ -1,6 +1,6 @@
 """Object tokens: K slots, each what a detector found (pooled features) and where (x, y).
 
-    image uint8 [B,H,W,3] ─ /127.5 - 1, + x, y channels ─> [B,5,H,W]
+    image uint8 [B,H,W,3] ─ [-1,1], + x, y channels ─> [B,5,H,W]
         ─ conv kxk (5 -> C) ─ GELU ─ conv 3x3 (C -> C) ─ GELU ─> features h [B,C,H,W]
         ─ conv 1x1 (C -> K) ─ standardise each map, x temperature ─ softmax over pixels
                                                         ─> where [B,K,H*W]
@@ -26,6 +26,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
+from vla.models.image_encoder import normalize_pixels
 from vla.models.positions import pixel_coordinates
 
 
@@ -84,7 +85,7 @@ class ObjectEncoder(nn.Module):
                 f"image of shape {tuple(image.shape)} does not match [B,{self.image_size},"
                 f"{self.image_size},3]"
             )
-        x = rearrange(image.float() / 127.5 - 1, "b h w c -> b c h w")  # [B,3,H,W] in [-1,1]
+        x = rearrange(normalize_pixels(image), "b h w c -> b c h w")  # [B,3,H,W] in [-1,1]
         x = torch.cat([x, self.coord_channels.expand(B, -1, -1, -1)], dim=1)  # -> [B,5,H,W]
         h = self.features(x)  # [B,5,H,W] -> [B,C,H,W]
         scores = rearrange(self.to_scores(h), "b k h w -> b k (h w)")  # [B,K,H*W]

@@ -16,16 +16,18 @@ chunking). The policy is stateless: `predict_chunk_tensors` turns observations i
 and `vla.eval.runner.PolicyRunner` executes them in one env or many (`n_action_steps` of
 each chunk, or ACT's temporal ensembling).
 
-The parts arrive already built (Hydra `_target_` nodes), so each can be swapped from a config;
-the policy owns only what ties them together: the per-group type embeddings, the token layout,
-and the conversions between env units and the network's units. Losses that use privileged
+The parts arrive as Hydra partials, so each can be swapped from a config; the policy gives them
+the sizes they share (`vla.models.parts`) and owns only what ties them together: the per-group
+type embeddings, the token layout, and the conversions between env units and the network's
+units. Losses that use privileged
 information (the target-keypoint loss) belong to the training recipe
 (`vla.training.module.BCModule`), which reads the keypoints from `encode`'s result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -40,6 +42,7 @@ from vla.models.image_encoder import ImageEncoder
 from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
 from vla.models.objects import ObjectEncoder
+from vla.models.parts import SHARED_SIZES, build_part
 from vla.models.pointer import Pointer
 from vla.models.readout import Readout
 from vla.models.referents import ReferentSelector
@@ -47,6 +50,8 @@ from vla.models.state_encoder import StateEncoder
 from vla.models.text_encoder import TextEncoder
 from vla.models.tokenizer import Tokenizer
 from vla.models.transformer import TransformerEncoder
+
+Part = Callable[..., nn.Module]  # a part's partial, called with the sizes it shares
 
 
 class Encoding(NamedTuple):
@@ -72,101 +77,107 @@ def action_chunk(batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor | None]:
 class VLAPolicy(nn.Module):
     """Vision-language-action policy trained by behavior cloning.
 
+    The parts arrive as partials (Hydra `_partial_: true`) holding their own settings; the
+    policy builds each with the sizes below that its constructor names (`vla.models.parts`).
+
     Args:
         tokenizer: instruction text -> ids (its vocabulary is saved with the weights).
         image_encoder: image -> patch tokens.
-        text_encoder: ids -> word tokens and PAD mask.
+        text_encoder: ids -> word tokens and PAD mask (its vocabulary is the tokenizer's).
         state_encoder: normalised state -> one token.
         encoder: the Transformer over the token sequence.
         readout: action queries ("self": in the sequence, "cross": attending to it).
         head: readout features -> normalised actions, and the training loss.
-        normalizer: state / action statistics (set from the dataset with `set_normalization`).
-        d_model: token width; every part must agree on it.
+        image_size, state_dim, action_dim: the env's image side (px), state and action sizes.
+        d_model, n_heads, mlp_ratio, dropout, attn_impl, pos_emb: token width and the
+            Transformer settings every part with attention or positions shares.
+        depth: blocks of the encoder.
+        max_words: most words an instruction may have (None: the grammar's longest).
+        num_readouts: R, action queries.
+        chunk_size: K, actions predicted per observation (ACT's action chunk).
+        n_action_steps: N, actions of each predicted chunk executed before the next query
+            (1 <= N <= K): what the policy was trained for, and what `PolicyRunner` executes
+            unless told otherwise.
         film: optional FiLM conditioning of the patches on the instruction (None: off).
-        keypoints: optional spatial-softmax keypoint tokens, placed after the patches
-            (None: off).
+        keypoints: optional spatial-softmax keypoint tokens, placed after the patches.
         objects: optional object tokens (what + where, not conditioned on the instruction),
-            placed after the keypoints (None: off).
+            placed after the keypoints.
         pointer: optional pointer from the readout over the object tokens, whose pointed
             position is added to the readout features (needs `objects`).
         referents: optional selector of the first referent not yet reached, which then
             conditions the keypoints, FiLM and readout instead of all the words pooled
-            (needs `keypoints`, whose detector tells whether a referent is done).
-        n_action_steps: N, actions of each predicted chunk executed before the next query
-            (1 <= N <= head.chunk_size): what the policy was trained for, and what
-            `PolicyRunner` executes unless told otherwise.
+            (needs `keypoints` with film: their detector tells whether a referent is done).
     """
 
     def __init__(
         self,
         *,
-        tokenizer: Tokenizer,
-        image_encoder: ImageEncoder,
-        text_encoder: TextEncoder,
-        state_encoder: StateEncoder,
-        encoder: TransformerEncoder,
-        readout: Readout,
-        head: ActionHead,
-        normalizer: Normalizer,
+        tokenizer: Part,
+        image_encoder: Part,
+        text_encoder: Part,
+        state_encoder: Part,
+        encoder: Part,
+        readout: Part,
+        head: Part,
+        image_size: int,
+        state_dim: int,
+        action_dim: int,
         d_model: int,
-        film: FiLM | None = None,
-        keypoints: KeypointEncoder | None = None,
-        objects: ObjectEncoder | None = None,
-        pointer: Pointer | None = None,
-        referents: ReferentSelector | None = None,
+        n_heads: int,
+        depth: int,
+        mlp_ratio: float = 4,
+        dropout: float = 0.0,
+        attn_impl: str = "sdpa",
+        pos_emb: str = "learned",
+        max_words: int | None = None,
+        num_readouts: int = 1,
+        chunk_size: int = 1,
         n_action_steps: int = 1,
+        film: Part | None = None,
+        keypoints: Part | None = None,
+        objects: Part | None = None,
+        pointer: Part | None = None,
+        referents: Part | None = None,
     ):
         super().__init__()
         if pointer is not None and objects is None:
             raise ConfigError("a pointer points at object tokens: it needs model/objects")
-        if referents is not None and (keypoints is None or not keypoints.film):
-            raise ConfigError("referents read keypoint maps: they need model/keypoints with film")
-        if not 1 <= n_action_steps <= head.chunk_size:
+        if referents is not None and (keypoints is None or not keypoints.keywords.get("film")):
             raise ConfigError(
-                f"n_action_steps={n_action_steps} must be between 1 and the head's "
-                f"chunk_size={head.chunk_size}"
+                "model/referents read keypoint maps: they need model/keypoints with film"
+            )
+        if chunk_size < 1:
+            raise ConfigError(f"chunk_size={chunk_size} must be >= 1")
+        if not 1 <= n_action_steps <= chunk_size:
+            raise ConfigError(
+                f"n_action_steps={n_action_steps} must be between 1 and chunk_size={chunk_size}"
             )
         self.n_action_steps = n_action_steps
-        parts = dict(image_encoder=image_encoder, text_encoder=text_encoder, film=film)
-        parts |= dict(state_encoder=state_encoder, keypoints=keypoints, encoder=encoder)
-        parts |= dict(objects=objects, pointer=pointer, readout=readout, head=head)
-        parts |= dict(referents=referents)
-        checks = [  # (name, value, name of the value it must equal, that value)
-            (f"{name}.d_model", part.d_model, "d_model", d_model)
-            for name, part in parts.items()
-            if part is not None
-        ] + [
-            ("tokenizer.vocab_size", tokenizer.vocab_size, "text_encoder.vocab_size", text_encoder.vocab_size),
-            ("normalizer.state_dim", normalizer.state_dim, "state_encoder.state_dim", state_encoder.state_dim),
-            ("normalizer.action_dim", normalizer.action_dim, "head.action_dim", head.action_dim),
-            ("readout.num_readouts", readout.num_readouts, "head.num_readouts", head.num_readouts),
-        ]  # fmt: skip
-        for name_a, a, name_b, b in checks:
-            if a != b:
-                raise ConfigError(f"{name_a}={a} does not match {name_b}={b}")
-        if tokenizer.max_len > text_encoder.max_len:
-            raise ConfigError(
-                f"tokenizer.max_len={tokenizer.max_len} exceeds text_encoder.max_len="
-                f"{text_encoder.max_len}"
-            )
         self.d_model = d_model
-        self.tokenizer = tokenizer
-        self.image_encoder = image_encoder
-        self.text_encoder = text_encoder
-        self.state_encoder = state_encoder
-        self.film = film
-        self.keypoints = keypoints
-        self.objects = objects
-        self.pointer = pointer
-        self.referents = referents
-        self.encoder = encoder
-        self.readout = readout
-        self.head = head
-        self.normalizer = normalizer
+        values = locals()
+        shared = {k: values[k] for k in SHARED_SIZES}  # the arguments of the same names
+        build = functools.partial(build_part, shared=shared)
+        optional = lambda name, part: None if part is None else build(name, part)  # noqa: E731
+        self.tokenizer: Tokenizer = build("tokenizer", tokenizer, max_len=max_words)
+        self.image_encoder: ImageEncoder = build("image_encoder", image_encoder)
+        vocab = dict(vocab_size=self.tokenizer.vocab_size, max_len=self.tokenizer.max_len)
+        self.text_encoder: TextEncoder = build("text_encoder", text_encoder, **vocab)
+        self.state_encoder: StateEncoder = build("state_encoder", state_encoder)
+        self.film: FiLM | None = optional("film", film)
+        self.keypoints: KeypointEncoder | None = optional("keypoints", keypoints)
+        self.objects: ObjectEncoder | None = optional("objects", objects)
+        self.pointer: Pointer | None = optional("pointer", pointer)
+        self.referents: ReferentSelector | None = None
+        if referents is not None:  # it reads the keypoint detector's channels
+            self.referents = build("referents", referents, hidden=self.keypoints.hidden)
+        self.encoder: TransformerEncoder = build("encoder", encoder, depth=depth)
+        self.readout: Readout = build("readout", readout)
+        self.head: ActionHead = build("head", head)
+        self.normalizer = Normalizer(state_dim, action_dim)
         # one vector per token group, so attention can tell a patch from a word from the state
         groups = ["image"] + (["keypoints"] if keypoints is not None else [])
         groups += (["objects"] if objects is not None else []) + ["text", "state"]
-        groups += ["readout"] if readout.in_sequence else []
+        groups += ["readout"] if self.readout.in_sequence else []
         self.type_embed = nn.ParameterDict(
             {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in groups}
         )
@@ -233,18 +244,13 @@ class VLAPolicy(nn.Module):
         pooled = self.readout.instruction_query or self.encoder.film or self.keypoints is not None
         instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
         hidden = self.keypoints.features(image) if self.keypoints is not None else None
-        done = None
-        if self.referents is not None:  # the first referent not reached stands for the words
-            refs, valid = self.referents.pool(words, tokens)  # [B,R,D], [B,R]
-            _, where = self.keypoints.locate(hidden, refs)  # [B,R,K,H*W]
-            done = self.referents.done(hidden, where[:, :, 0])  # [B,R]
-            instruction = self.referents(refs, valid, done)  # [B,D]
+        done, said, said_mask = None, words, pad_mask  # what conditions vision
+        if self.referents is not None:  # the first referent not reached, for all the words
+            instruction, done = self.referents.select(words, tokens, self.keypoints, hidden)
+            said, said_mask = instruction[:, None], pad_mask[:, :1] & False  # [B,1,D], [B,1]
         film = None
         if self.film is not None:  # the instruction scales and shifts what each patch shows
-            film_words, film_mask = words, pad_mask
-            if self.referents is not None:  # the current referent only: one "word" [B,1,D]
-                film_words, film_mask = instruction[:, None], pad_mask[:, :1] & False
-            film = lambda content: self.film(content, film_words, film_mask)  # noqa: E731
+            film = lambda content: self.film(content, said, said_mask)  # noqa: E731
         patches = self.image_encoder(image, modulate=film)  # [B,H,W,3] -> [B,Np,D]
         state_tok = self.state_encoder(self.normalizer.normalize_state(state))  # [B,S] -> [B,1,D]
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)

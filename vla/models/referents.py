@@ -74,6 +74,14 @@ class ReferentSelector(nn.Module):
         last = valid & ~torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], 1)  # [B,R]
         return before * torch.where(last, torch.ones_like(done), 1 - done) * valid
 
+    def select(self, words: Tensor, tokens: Tensor, keypoints, hidden: Tensor):
+        """The current referent [B,D] and done [B,R], from words [B,L,D], ids [B,L], the
+        policy's KeypointEncoder and its detector's features [B,H*W,C]."""
+        refs, valid = self.pool(words, tokens)  # [B,R,D], [B,R]
+        _, where = keypoints.locate(hidden, refs)  # [B,R,K,H*W]
+        done = self.done(hidden, where[:, :, 0])  # [B,R]: keypoint 0's map of each referent
+        return self(refs, valid, done), done
+
     def forward(self, refs: Tensor, valid: Tensor, done: Tensor) -> Tensor:
         """refs [B,R,D], valid [B,R], done [B,R] -> the current referent [B,D]."""
         w = self.weights(done, valid)  # [B,R]

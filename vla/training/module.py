@@ -9,9 +9,11 @@ from collections.abc import Callable
 
 import lightning as L
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from vla.checkpoint import vla_payload
+from vla.config import instantiate
 from vla.envs.grammar import COLOURS, PAIRS, SHAPES
 from vla.errors import ConfigError
 from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
@@ -33,17 +35,23 @@ def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> to
     return target_position_loss(keypoints_xy[:, 0], target)
 
 
-AUXILIARY_LOSSES = (
-    "target_keypoint_weight", "target_position_weight", "object_slot_weight", "pointer_weight",
-    "object_attribute_weight",
-)  # fmt: skip
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
 PAIR_ATTRIBUTES = torch.tensor([(list(COLOURS).index(c), SHAPES.index(s)) for c, s in PAIRS])
 
 
-def auxiliary_weights(model_cfg) -> dict[str, float]:
-    """The training-only loss weights a model config sets (`model.target_*_weight`)."""
-    return {k: float(model_cfg[k]) for k in AUXILIARY_LOSSES}
+def build_module(cfg, policy: VLAPolicy, env_config: dict | None = None) -> BCModule:
+    """The recipe `cfg.bc` describes, training `policy`; its checkpoints carry `cfg.model`
+    resolved and `env_config`. Hydra builds the optimizer and scheduler partials; the policy
+    and the configs are handed over as they are (a config with a `_target_` given to Hydra
+    would be built, not stored)."""
+    recipe = instantiate(cfg.bc, _partial_=True)
+    return recipe(policy, policy_config=policy_config(cfg), env_config=env_config)
+
+
+def policy_config(cfg) -> dict:
+    """The resolved `model` node of a run's config: what a checkpoint stores to rebuild the
+    policy."""
+    return OmegaConf.to_container(cfg.model, resolve=True)
 
 
 class BCModule(L.LightningModule):
@@ -90,26 +98,26 @@ class BCModule(L.LightningModule):
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
-            raise ConfigError(f"nonfinite={nonfinite!r} must be 'raise' or 'skip'")
+            raise ConfigError(f"bc.nonfinite={nonfinite!r} must be 'raise' or 'skip'")
         if target_keypoint_weight < 0:
-            raise ConfigError(f"model.target_keypoint_weight={target_keypoint_weight} must be >= 0")
+            raise ConfigError(f"bc.target_keypoint_weight={target_keypoint_weight} must be >= 0")
         if target_keypoint_weight > 0 and policy.keypoints is None:
             raise ConfigError(
-                f"model.target_keypoint_weight={target_keypoint_weight} pulls keypoint 0 onto the "
+                f"bc.target_keypoint_weight={target_keypoint_weight} pulls keypoint 0 onto the "
                 "target, but model/keypoints=none gives the policy no keypoints: choose "
-                "model/keypoints=spatial_softmax or set model.target_keypoint_weight=0"
+                "model/keypoints=spatial_softmax or set bc.target_keypoint_weight=0"
             )
         if target_position_weight < 0:
-            raise ConfigError(f"model.target_position_weight={target_position_weight} must be >= 0")
+            raise ConfigError(f"bc.target_position_weight={target_position_weight} must be >= 0")
         for name, weight, needs, part in [
             ("object_slot_weight", object_slot_weight, "model/objects", policy.objects),
             ("pointer_weight", pointer_weight, "model/pointer", policy.pointer),
             ("object_attribute_weight", object_attribute_weight, "model/objects", policy.objects),
         ]:
             if weight < 0:
-                raise ConfigError(f"model.{name}={weight} must be >= 0")
+                raise ConfigError(f"bc.{name}={weight} must be >= 0")
             if weight > 0 and part is None:
-                raise ConfigError(f"model.{name}={weight} needs {needs}, which this model lacks")
+                raise ConfigError(f"bc.{name}={weight} needs {needs}, which this model lacks")
         self.object_slot_weight, self.pointer_weight = object_slot_weight, pointer_weight
         self.object_attribute_weight = object_attribute_weight
         if object_attribute_weight > 0:  # object tokens [B,K,D] -> colour, kind logits
@@ -186,7 +194,7 @@ class BCModule(L.LightningModule):
             if self.nonfinite == "raise":
                 raise FloatingPointError(
                     f"non-finite training loss {loss.item()} at step {self.global_step} "
-                    "(lower optimizer.lr, check the data, or set nonfinite=skip)"
+                    "(lower optimizer.lr, check the data, or set bc.nonfinite=skip)"
                 )
             self.skipped_batches += 1
             self.log("train/skipped_batches", float(self.skipped_batches))

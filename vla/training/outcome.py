@@ -103,11 +103,11 @@ def best_checkpoint(callbacks) -> str | None:
 def flat_hparams(cfg: DictConfig) -> dict:
     """Scalar hyperparameters worth comparing across runs, for TensorBoard's HPARAMS tab."""
     flat = {}
-    for group in ("model", "data", "env", "optimizer", "trainer"):
+    for group in ("model", "bc", "data", "env", "optimizer", "trainer"):
         for k, v in OmegaConf.to_container(cfg[group], resolve=True).items():
             if isinstance(v, int | float | str | bool) and not k.startswith("_"):
                 flat[f"{group}.{k}"] = v
-            elif group == "model" and k != "policy" and (v is None or "_target_" in v):
+            elif group == "model" and (v is None or "_target_" in v):
                 flat[f"model.{k}"] = v["_target_"].rsplit(".", 1)[-1] if v else "none"  # a part
     flat["seed"] = cfg.seed
     return flat

@@ -93,8 +93,8 @@ def check_resumable(cfg: DictConfig, policy) -> Path:
     try:
         load_weights(policy, ckpt, f"ckpt_path={str(cfg.ckpt_path)!r} does not fit this config")
     except CheckpointError:
-        saved = _flat(ckpt.get("vla", {}).get("policy_config", {}), "model.policy.")
-        now = _flat(OmegaConf.to_container(cfg.model.policy, resolve=True), "model.policy.")
+        saved = _flat(ckpt.get("vla", {}).get("policy_config", {}), "model.")
+        now = _flat(OmegaConf.to_container(cfg.model, resolve=True), "model.")
         changed = [k for k in sorted(saved.keys() | now.keys()) if saved.get(k) != now.get(k)]
         if not changed:
             raise

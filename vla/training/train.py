@@ -11,7 +11,7 @@ from pathlib import Path
 import lightning as L
 from hydra.utils import get_class
 from lightning.pytorch.callbacks import LearningRateMonitor
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from vla.config import check_group_choices, instantiate
 from vla.data.datamodule import ReachDataModule
@@ -19,12 +19,12 @@ from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError, TrainingInterrupted
-from vla.eval.runner import check_chunking
 from vla.eval.stats import format_summary
+from vla.models.chunking import check_chunking
 from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 from vla.training.callbacks import LastCheckpoint
-from vla.training.module import BCModule, auxiliary_weights
+from vla.training.module import build_module
 from vla.training.offline import has_env, unevaluated, without_rollouts
 from vla.training.outcome import final_evaluation, flat_hparams, learning_curve, why_stopped
 from vla.training.resume import (
@@ -52,11 +52,6 @@ def check_config(cfg: DictConfig) -> None:
         if value is None or value <= 0:
             raise ConfigError(f"{key}={value} must be > 0")
     check_seeds("test", cfg.eval.seed, cfg.eval.num_episodes, "eval.seed")
-    if cfg.data.chunk_size != cfg.model.chunk_size:
-        raise ConfigError(
-            f"data.chunk_size={cfg.data.chunk_size} must equal model.chunk_size="
-            f"{cfg.model.chunk_size} (leave data.chunk_size unset: it follows the model)"
-        )
 
 
 def train(cfg: DictConfig) -> dict:
@@ -79,7 +74,7 @@ def train(cfg: DictConfig) -> dict:
         f"building the policy: {m.head._target_.rsplit('.', 1)[-1]}, d_model={m.d_model}, "
         f"depth={m.depth}, n_heads={m.n_heads}, {cfg.env.image_size} px images"
     )
-    policy = instantiate(cfg.model.policy)
+    policy = instantiate(cfg.model)
     check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
     ckpt_path = None
     if requeued := requeued_checkpoint(cfg):
@@ -93,15 +88,9 @@ def train(cfg: DictConfig) -> dict:
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
     env_kwargs = env_kwargs_of(cfg.env)
     ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
-    module = BCModule(
-        policy,
-        optimizer=instantiate(cfg.optimizer),
-        scheduler=instantiate(cfg.scheduler),
-        policy_config=OmegaConf.to_container(cfg.model.policy, resolve=True),
-        env_config=env_kwargs if rollouts else None,  # no env: nothing to evaluate it on
-        nonfinite=cfg.nonfinite,
-        **auxiliary_weights(cfg.model),
-    )
+    module = build_module(
+        cfg, policy, env_kwargs if rollouts else None
+    )  # no env: nothing to evaluate it on
     # the demonstrations are built (or loaded) inside `fit`, on one process, the others
     # waiting (Lightning's prepare_data); `module.setup` then normalises by their statistics
     datamodule: ReachDataModule = instantiate(
@@ -109,6 +98,7 @@ def train(cfg: DictConfig) -> dict:
         env=env_kwargs,
         tokenize=policy.tokenizer.encode,
         shuffle_seed=cfg.seed,
+        chunk_size=policy.chunk_size,  # batches hold the chunks the head predicts
         target=module.uses_target,
         objects=module.uses_objects,
     )
