@@ -19,9 +19,14 @@ each chunk, or ACT's temporal ensembling).
 The parts arrive as Hydra partials, so each can be swapped from a config; the policy gives them
 the sizes they share (`vla.models.parts`) and owns only what ties them together: the per-group
 type embeddings, the token layout, and the conversions between env units and the network's
-units. Losses that use privileged
-information (the target-keypoint loss) belong to the training recipe
-(`vla.training.module.BCModule`), which reads the keypoints from `encode`'s result.
+units. Losses that use privileged information (the target-keypoint loss) belong to the
+training recipe (`vla.training.module.BCModule`), which reads the keypoints from `encode`'s
+result. With a referent selector (`vla.models.referents`), the first referent not yet reached
+stands for the pooled words wherever the instruction conditions vision.
+
+This file is longer than the others (about 330 lines) on purpose: the picture above, the
+constructor and `encode` are one concept, the token sequence, and a reader follows a token
+from its part to the readout without leaving it.
 """
 
 from __future__ import annotations
