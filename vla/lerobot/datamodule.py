@@ -60,7 +60,7 @@ class LeRobotDataModule(ReachDataModule):
         if self.target or self.objects:
             raise ConfigError(
                 "data=lerobot has no shape positions: the training-only losses that need them "
-                "(model.*_weight > 0) must be off"
+                "(bc.*_weight > 0) must be off"
             )
         self.path = Path(path)
         self.keys = dict(image=image_key, state=state_key, action=action_key)
