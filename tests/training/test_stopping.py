@@ -38,6 +38,13 @@ def test_the_line_says_how_to_resume_from_the_step_saved_now(tmp_path, tiny_ckpt
     assert message == f"stopped at step 353: {RESUME}{run.resolve()}"
 
 
+def test_an_installed_run_is_told_the_installed_command(tmp_path, tiny_ckpt, monkeypatch):
+    run, folder = _run_with_checkpoints(tmp_path, tiny_ckpt, {"last.ckpt": 353})
+    monkeypatch.setattr("sys.argv", ["/venv/bin/vla-train", "seed=1"])
+    message = stop_message(353, folder / "last.ckpt", folder)
+    assert message == f"stopped at step 353: resume with: vla-train ckpt_path={run.resolve()}"
+
+
 def test_without_a_save_the_line_names_the_newest_checkpoint_that_loads(tmp_path, tiny_ckpt):
     run, folder = _run_with_checkpoints(
         tmp_path, tiny_ckpt, {"last.ckpt": 200, "best-step00100.ckpt": 100}

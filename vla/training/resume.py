@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -121,12 +122,17 @@ def _flat(node, prefix: str = "") -> dict:
     return {k: v for key, child in node.items() for k, v in _flat(child, f"{prefix}{key}.").items()}
 
 
+def train_command() -> str:
+    """How this run was started: the installed `vla-train`, or the checkout's script."""
+    return "vla-train" if Path(sys.argv[0]).name == "vla-train" else "python scripts/train.py"
+
+
 def resume_hint(saved_ckpt) -> str:
     """What to type to go on from `saved_ckpt`: the run folder alone when it holds its config."""
     run = run_folder_of(saved_ckpt)
     if run is not None:
-        return f"resume with: python scripts/train.py ckpt_path={run}"
-    return f"resume with: python scripts/train.py ckpt_path={saved_ckpt} and this run's overrides"
+        return f"resume with: {train_command()} ckpt_path={run}"
+    return f"resume with: {train_command()} ckpt_path={saved_ckpt} and this run's overrides"
 
 
 @contextlib.contextmanager

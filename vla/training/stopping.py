@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from vla.run_folder import run_folder_of
-from vla.training.resume import resume_hint
+from vla.training.resume import resume_hint, train_command
 
 
 class Terminated(KeyboardInterrupt):
@@ -96,5 +96,5 @@ def stop_message(step: int, saved, folder, failure: str | None = None) -> str:
     path, saved_step = newest
     hint = resume_hint(path)
     if path.name != "last.ckpt" and run_folder_of(path):  # a run folder means its last.ckpt
-        hint = f"resume with: python scripts/train.py ckpt_path={path}"
+        hint = f"resume with: {train_command()} ckpt_path={path}"
     return f"stopped at step {step}: {why}; the newest checkpoint is {path} (step {saved_step}): {hint}"
