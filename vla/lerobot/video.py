@@ -1,7 +1,7 @@
 """Video features of a LeRobotDataset, written and read with PyAV.
 
 lerobot lays them out as the data files are: episodes appended one after another to
-`videos/<key>/chunk-XXX/file-YYY.mp4`, a file closed before the next episode would take it
+`videos/<key>/chunk-000/file-000.mp4` (then file-001, ...), a file closed before the next episode would take it
 past `video_files_size_in_mb`, and the episodes table says where each episode is:
 `videos/<key>/chunk_index`, `file_index`, and `from_timestamp` / `to_timestamp`, its span in
 seconds inside that file. Frame i of an episode is the file's frame at

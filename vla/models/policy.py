@@ -247,6 +247,7 @@ class VLAPolicy(nn.Module):
         te = self.type_embed
         words, pad_mask = self.text_encoder(tokens)  # [B,L] -> [B,L,D], [B,L]
         pooled = self.readout.instruction_query or self.encoder.film or self.keypoints is not None
+        pooled = pooled and self.referents is None  # the selector gives its own vector
         instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
         hidden = self.keypoints.features(image) if self.keypoints is not None else None
         done, said, said_mask = None, words, pad_mask  # what conditions vision

@@ -33,10 +33,12 @@ class SigtermAtStep(L.Callback):
             self._before = signal.signal(signal.SIGTERM, self._note)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        stop = torch.tensor([float(self.noted)], device=trainer.strategy.root_device)
-        if trainer.world_size > 1:
-            torch.distributed.all_reduce(stop, op=torch.distributed.ReduceOp.MAX)
-        if stop.item() > 0:
+        stop = self.noted
+        if trainer.world_size > 1:  # one process alone needs no tensor, nor a device sync
+            noted = torch.tensor([float(stop)], device=trainer.strategy.root_device)
+            torch.distributed.all_reduce(noted, op=torch.distributed.ReduceOp.MAX)
+            stop = noted.item() > 0
+        if stop:
             trainer._signal_connector.received_sigterm = True  # every rank, this step
 
     def _restore(self) -> None:
