@@ -11,6 +11,8 @@ A training batch is a dict with these keys:
     ACTION_IS_PAD bool   [B,K]      with chunks: True where the chunk ran past its episode
     TARGET       float32 [B,2]      where the shape to reach now is, arena units in [0,1]^2:
                                     privileged; only while a training-only loss uses it
+    REACHED      int64   [B]        how many shapes of its chain were reached before this step
+                                    (0 outside chains): privileged, with TARGET
     OBJECTS      float32 [B,M,2]    where every shape in the scene is (M = env.num_targets),
                                     arena units: privileged, with TARGET
     OBJECT_PAIRS int64   [B,M]          the colour+shape of each (index into grammar.PAIRS),
@@ -24,6 +26,7 @@ STATE = "state"
 TOKENS = "tokens"
 ACTION = "action"
 TARGET = "target"
+REACHED = "reached"
 OBJECTS = "objects"
 OBJECT_PAIRS = "object_pairs"
 INSTRUCTION = "instruction"  # raw text, in env observations

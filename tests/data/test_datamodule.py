@@ -7,9 +7,9 @@ import torch
 
 import vla.data.datamodule as datamodule_module
 from vla.data.batches import TensorBatches, random_shift
-from vla.data.datamodule import ReachDataModule
+from vla.data.datamodule import ReachDataModule, reached_before
 from vla.data.dataset import DatasetError
-from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
+from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, REACHED, STATE, TARGET, TOKENS
 
 ENV = dict(num_targets=3, image_size=16)
 
@@ -95,6 +95,7 @@ def test_batches_carry_privileged_arrays_only_when_a_loss_asks(tmp_path, target,
     dm.setup()
     batch = next(iter(dm.train_dataloader()))
     assert (TARGET in batch, OBJECTS in batch, OBJECT_PAIRS in batch) == (target, objects, objects)
+    assert (REACHED in batch) == target
     if objects:  # every shape of each step's scene: [B,M,2] centres, [B,M] pairs
         assert batch[OBJECTS].shape == (8, ENV["num_targets"], 2)
         assert batch[OBJECT_PAIRS].shape == (8, ENV["num_targets"])
@@ -148,3 +149,31 @@ def test_non_finite_action_labels_are_refused_where_training_reads_them(tmp_path
     fresh.prepare_data()  # the files are whole, so the cache is reused as it is
     with pytest.raises(DatasetError, match=r"action.npy has 1 non-finite action labels .*step 7"):
         fresh.setup("fit")
+
+
+def test_reached_counts_the_targets_moves_within_each_episode():
+    # episode 0: a chain, its target moves once; episode 1 starts where 0 ended, moves twice
+    a, b, c = [0.1, 0.1], [0.5, 0.5], [0.9, 0.2]
+    target = torch.tensor([a, a, b, b, b, a, c, c, b])
+    episode = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 1])
+    assert reached_before(target, episode).tolist() == [0, 0, 1, 1, 1, 0, 1, 1, 2]
+
+
+def test_reached_is_the_envs_own_count_on_expert_chains():
+    """Read off the targets an expert rollout records, the count is the env's targets_reached."""
+    from vla.envs.expert import expert_action
+    from vla.envs.reach import ReachEnv
+
+    env = ReachEnv(**ENV, families=["sequence"])
+    targets, episodes, truth = [], [], []
+    for seed in range(4):
+        _, info = env.reset(seed=seed)
+        done = False
+        while not done:
+            targets.append(env.target_position.copy())
+            episodes.append(seed)
+            truth.append(info["targets_reached"])
+            _, _, terminated, truncated, info = env.step(expert_action(env))
+            done = terminated or truncated
+    count = reached_before(torch.tensor(np.array(targets)), torch.tensor(episodes))
+    assert count.tolist() == truth and max(truth) >= 1

@@ -1,13 +1,19 @@
 """The first referent not yet reached: pooling per referent, the weights, and the policy with it."""
 
+import math
+
 import numpy as np
+import pytest
 import torch
 
-from tests.builders import build_policy
+from tests.builders import build_policy, random_batch
+from vla import keys
 from vla.envs.expert import expert_action
 from vla.envs.reach import ReachEnv
+from vla.errors import ConfigError
 from vla.models.referents import ReferentSelector
 from vla.models.tokenizer import Tokenizer
+from vla.training.module import BCModule, referent_done_loss
 
 
 def test_each_referent_pools_its_own_words():
@@ -51,6 +57,67 @@ def test_the_policy_reads_done_off_the_image():
     with torch.no_grad():
         policy.referents.to_done.weight.normal_()  # a detector that reads something
         enc = policy.encode(image, state, tokens)
-    assert enc.referents_done.shape == (2, obs["instruction"].count(" then ") + 1)
-    assert not torch.allclose(enc.referents_done[0], enc.referents_done[1])
+    assert enc.done_logits.shape == (2, obs["instruction"].count(" then ") + 1)
+    assert not torch.allclose(enc.done_logits[0], enc.done_logits[1])
     assert not torch.allclose(enc.features[0], enc.features[1])
+
+
+def test_done_is_read_at_each_maps_peak_or_pooled_by_it():
+    features = torch.randn(2, 9, 4)  # [B,H*W,C]
+    where = torch.softmax(torch.randn(2, 3, 9), -1)  # [B,R,H*W]
+    peak = ReferentSelector(d_model=8, hidden=4, read="peak")
+    with torch.no_grad():
+        peak.to_done.weight.normal_()
+    at = features[torch.arange(2)[:, None], where.argmax(-1)]  # [B,R,C]: each map's peak pixel
+    torch.testing.assert_close(peak.done_logits(features, where), peak.to_done(at)[..., 0])
+    pooled = ReferentSelector(d_model=8, hidden=4, read="map")
+    pooled.load_state_dict(peak.state_dict())
+    torch.testing.assert_close(
+        pooled.done_logits(features, where), peak.to_done(where @ features)[..., 0]
+    )
+
+
+def test_keypoint_0_alone_is_the_first_of_all_keypoints():
+    from vla.models.keypoints import KeypointEncoder
+
+    torch.manual_seed(0)
+    kp = KeypointEncoder(image_size=16, num_keypoints=4, d_model=8, hidden=6)
+    with torch.no_grad():
+        kp.to_gain.weight.normal_()
+        kp.log_temperature.normal_()
+    h = kp.features(torch.randint(0, 256, (2, 16, 16, 3), dtype=torch.uint8))
+    cond = torch.randn(2, 3, 8)  # [B,N,D]
+    xy, where = kp.locate(h, cond)
+    xy0, where0 = kp.locate(h, cond, num=1)
+    torch.testing.assert_close(where0, where[:, :, :1])
+    torch.testing.assert_close(xy0, xy[:, :, :1])
+
+
+def test_done_loss_asks_referent_r_once_more_than_r_shapes_were_reached():
+    tokens = Tokenizer(max_len=14).encode(["reach the red circle then the blue square", "go"])
+    logits = torch.zeros(2, 2)  # P(done) = 0.5: every valid referent costs log 2
+    assert referent_done_loss(logits, tokens, torch.tensor([1, 0])).item() == pytest.approx(
+        math.log(2)
+    )
+    sure = torch.tensor([[20.0, -20.0], [-20.0, 20.0]])  # "go"'s second referent is no referent
+    assert referent_done_loss(sure, tokens, torch.tensor([1, 0])).item() < 1e-6
+    wrong = torch.tensor([[-20.0, -20.0], [-20.0, 20.0]])  # the first was reached: not "not done"
+    assert referent_done_loss(wrong, tokens, torch.tensor([1, 0])).item() == pytest.approx(
+        20 / 3, rel=1e-3
+    )
+
+
+def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
+    cfg = compose_cfg("train", ["model=tiny", "model/referents=first_undone"])
+    assert cfg.model.referents.read == "peak" and cfg.bc.referent_done_weight == 1.0
+    policy = build_policy("tiny", "model/referents=first_undone")
+    batch = random_batch(policy)
+    batch[keys.REACHED] = torch.zeros(len(batch[keys.ACTION]), dtype=torch.long)
+    module = BCModule(policy, optimizer=torch.optim.AdamW, referent_done_weight=0.5)
+    loss, logs, encoding = module.model_step(batch)
+    action_loss, _ = policy.action_loss(encoding.features, batch)
+    aux = referent_done_loss(encoding.done_logits, batch[keys.TOKENS], batch[keys.REACHED])
+    torch.testing.assert_close(loss, action_loss + 0.5 * aux)
+    assert torch.equal(logs["referent_done_ce"], aux.detach())
+    with pytest.raises(ConfigError, match="referent_done_weight"):
+        BCModule(build_policy("tiny"), optimizer=torch.optim.AdamW, referent_done_weight=1.0)

@@ -19,9 +19,32 @@ from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
 from vla.errors import ConfigError
-from vla.keys import ACTION, EPISODE, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
+from vla.keys import (
+    ACTION,
+    EPISODE,
+    IMAGE,
+    OBJECT_PAIRS,
+    OBJECTS,
+    REACHED,
+    STATE,
+    TARGET,
+    TOKENS,
+)
 
 log = logging.getLogger(__name__)
+
+
+def reached_before(target: torch.Tensor, episode: torch.Tensor) -> torch.Tensor:
+    """How many shapes each step's episode had reached before it: target [N,2] (the shape to
+    reach at each step, episodes contiguous and in order), episode [N] -> [N], the times the
+    target changed since the episode's first step (the env moves it on when one is reached)."""
+    moved = torch.zeros_like(episode)
+    same_episode = episode[1:] == episode[:-1]  # [N-1]
+    moved[1:] = ((target[1:] != target[:-1]).any(-1) & same_episode).long()
+    count = moved.cumsum(0)  # [N], over all episodes
+    _, length = torch.unique_consecutive(episode, return_counts=True)  # steps per episode [E]
+    first = torch.cumsum(length, 0) - length  # each episode's first step [E]
+    return count - count[first].repeat_interleave(length)  # restart at each episode
 
 
 class ReachDataModule(L.LightningDataModule):
@@ -37,8 +60,9 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `chunk_size`, given by train).
-        target: batches carry TARGET, where the shape to reach is (privileged): on only while
-            a training-only loss uses it (`BCModule.uses_target`).
+        target: batches carry TARGET, where the shape to reach is, and REACHED, how many of
+            its chain were reached before (privileged): on only while a training-only loss
+            uses them (`BCModule.uses_target`).
         objects: batches carry OBJECTS and OBJECT_PAIRS, where every shape is and what it is
             (privileged), likewise (`BCModule.uses_objects`).
         prepare_per_node: collect missing demonstrations once per node (a node-local `dir`)
@@ -144,6 +168,7 @@ class ReachDataModule(L.LightningDataModule):
         }
         if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
             self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
+            self.tensors[REACHED] = reached_before(self.tensors[TARGET], self.tensors[EPISODE])
         if self.objects:  # per step, for the object losses: every shape's centre and pair
             self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))  # [N,M,2]
             self.tensors[OBJECT_PAIRS] = torch.from_numpy(d.object_pairs.astype(np.int64))  # [N,M]

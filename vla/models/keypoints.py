@@ -105,10 +105,13 @@ class KeypointEncoder(nn.Module):
         h = nn.functional.gelu(self.detect(x))  # [B,3,H,W] -> [B,C,H,W]
         return rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
 
-    def locate(self, h: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def locate(
+        self, h: Tensor, cond: Tensor | None = None, num: int | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Hidden features h [B,H*W,C] (+ cond [B,D], or [B,N,D] for N conditionings of each
-        image) -> xy [B,(N,)K,2] and the spatial softmax [B,(N,)K,H*W]."""
-        weight = rearrange(self.to_scores.weight, "k c 1 1 -> 1 c k")  # [1,C,K]
+        image) -> xy [B,(N,)K,2] and the spatial softmax [B,(N,)K,H*W]; only the first `num`
+        keypoints when given (K = num)."""
+        weight = rearrange(self.to_scores.weight[:num], "k c 1 1 -> 1 c k")  # [1,C,K]
         if self.film:
             if cond is None:
                 raise ValueError("KeypointEncoder(film=True) needs `cond` [B,D]")
@@ -119,7 +122,7 @@ class KeypointEncoder(nn.Module):
                 h = h[:, None]  # [B,1,H*W,C]: one image, N conditionings
         scores = (h @ weight).transpose(-1, -2)  # [B,(N,)H*W,C] @ [B,(N,)C,K] -> [B,(N,)K,H*W]
         std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,(N,)K,1]
-        scores = (scores - mean) / (std + 1e-5) * self.log_temperature.exp()  # [B,(N,)K,H*W]
+        scores = (scores - mean) / (std + 1e-5) * self.log_temperature[:num].exp()  # [B,(N,)K,H*W]
         where = scores.softmax(dim=-1)  # [B,(N,)K,H*W]
         return where @ self.grid_xy, where  # [B,(N,)K,H*W] @ [H*W,2] -> [B,(N,)K,2]
 

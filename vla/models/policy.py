@@ -67,7 +67,7 @@ class Encoding(NamedTuple):
     objects_xy: Tensor | None = None  # object slots [B,No,2] in [-1,1] (None: no objects)
     object_tokens: Tensor | None = None  # their tokens [B,No,D], before the encoder
     pointer_logits: Tensor | None = None  # [B,No] over the objects (None: no pointer)
-    referents_done: Tensor | None = None  # [B,R] P(each referent reached) (None: no selector)
+    done_logits: Tensor | None = None  # [B,R] logit of P(each referent reached) (None: no selector)
     weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
 
 

@@ -2,7 +2,8 @@
 
     words [B,L,D], ids [B,L] ─ mean within each referent ("then" opens one) ─> refs [B,R,D]
     refs ─ KeypointEncoder gain ─> keypoint 0's map per referent [B,R,H*W]
-         ─ pool the detector's features there [B,R,C] ─ Linear ─ sigmoid ─> done [B,R]
+         ─ the detector's features at the map's peak (read="peak") or pooled by it ("map")
+           [B,R,C] ─ Linear ─ sigmoid ─> done [B,R]
     weights w_r = (1 - done_r) * prod_{s<r} done_s, the last referent taking what is left
     current referent = sum_r w_r refs_r [B,D]: the vector the keypoints, FiLM and readout use
 
@@ -15,14 +16,20 @@ over the referents before it, which is the same operation for the third referent
 the second (MAC's and neural module networks' reading of an instruction one part at a time).
 An instruction of one referent (every other family) gets w_0 = 1: its pooled words, as
 without this part.
+
+Where "done" is read matters. Pooled over the softmax map, a smaller shape mixes more floor
+into the features, which reads as dimming (docs/generalisation.md); the features at the
+map's peak pixel see the shape alone whatever its size. A training-only loss
+(`bc.referent_done_weight`) can supervise done with the stage the demonstrations record.
 """
 
 from __future__ import annotations
 
 import torch
-from einops import rearrange
+from einops import rearrange, repeat
 from torch import Tensor, nn
 
+from vla.errors import ConfigError
 from vla.models.tokenizer import PAD_ID, default_vocabulary
 
 
@@ -31,17 +38,26 @@ def referent_numbers(tokens: Tensor, then_id: int) -> Tensor:
     return (tokens == then_id).long().cumsum(-1)
 
 
+def referent_count(tokens: Tensor) -> Tensor:
+    """How many referents each instruction has: ids [B,L] -> [B] (1 + its "then"s)."""
+    return (tokens == default_vocabulary().index("then")).sum(-1) + 1
+
+
 class ReferentSelector(nn.Module):
     """Words [B,L,D] -> the current referent's vector [B,D].
 
     Args:
         d_model: word width.
         hidden: C, channels of the keypoint detector's features it reads "done" from.
+        read: where: "peak", the features at the pixel where each referent's map peaks, or
+            "map", the features pooled by the whole map.
     """
 
-    def __init__(self, d_model: int, hidden: int):
+    def __init__(self, d_model: int, hidden: int, read: str = "map"):
         super().__init__()
-        self.d_model, self.hidden = d_model, hidden
+        if read not in ("peak", "map"):
+            raise ConfigError(f"model.referents.read={read!r} must be 'peak' or 'map'")
+        self.d_model, self.hidden, self.read = d_model, hidden, read
         self.then_id = default_vocabulary().index("then")
         self.to_done = nn.Linear(hidden, 1)  # [B,R,C] -> [B,R,1]
         nn.init.zeros_(self.to_done.weight)  # done = 0.5 everywhere at the start
@@ -59,11 +75,15 @@ class ReferentSelector(nn.Module):
         refs = member @ words / count.clamp(min=1.0)[..., None]  # [B,R,L] @ [B,L,D] -> [B,R,D]
         return refs, count > 0
 
-    def done(self, features: Tensor, where: Tensor) -> Tensor:
-        """P(referent reached) [B,R] from the detector's features [B,H*W,C] pooled by each
-        referent's map where [B,R,H*W]."""
-        pooled = where @ features  # [B,R,H*W] @ [B,H*W,C] -> [B,R,C]
-        return torch.sigmoid(rearrange(self.to_done(pooled), "b r 1 -> b r"))
+    def done_logits(self, features: Tensor, where: Tensor) -> Tensor:
+        """Logits of P(referent reached) [B,R] from the detector's features [B,H*W,C] and
+        each referent's map where [B,R,H*W]: read at its peak, or pooled by it."""
+        if self.read == "peak":
+            peak = repeat(where.argmax(-1), "b r -> b r c", c=features.shape[-1])
+            read = features.gather(1, peak)  # [B,H*W,C] at [B,R] -> [B,R,C]
+        else:
+            read = where @ features  # [B,R,H*W] @ [B,H*W,C] -> [B,R,C]
+        return rearrange(self.to_done(read), "b r 1 -> b r")
 
     @staticmethod
     def weights(done: Tensor, valid: Tensor) -> Tensor:
@@ -75,12 +95,12 @@ class ReferentSelector(nn.Module):
         return before * torch.where(last, torch.ones_like(done), 1 - done) * valid
 
     def select(self, words: Tensor, tokens: Tensor, keypoints, hidden: Tensor):
-        """The current referent [B,D] and done [B,R], from words [B,L,D], ids [B,L], the
-        policy's KeypointEncoder and its detector's features [B,H*W,C]."""
+        """The current referent [B,D] and the logits of done [B,R], from words [B,L,D], ids
+        [B,L], the policy's KeypointEncoder and its detector's features [B,H*W,C]."""
         refs, valid = self.pool(words, tokens)  # [B,R,D], [B,R]
-        _, where = keypoints.locate(hidden, refs)  # [B,R,K,H*W]
-        done = self.done(hidden, where[:, :, 0])  # [B,R]: keypoint 0's map of each referent
-        return self(refs, valid, done), done
+        _, where = keypoints.locate(hidden, refs, num=1)  # keypoint 0 only: [B,R,1,H*W]
+        logits = self.done_logits(hidden, where[:, :, 0])  # [B,R]
+        return self(refs, valid, torch.sigmoid(logits)), logits
 
     def forward(self, refs: Tensor, valid: Tensor, done: Tensor) -> Tensor:
         """refs [B,R,D], valid [B,R], done [B,R] -> the current referent [B,D]."""

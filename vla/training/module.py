@@ -16,9 +16,10 @@ from vla.checkpoint import vla_payload
 from vla.config import instantiate
 from vla.envs.grammar import COLOURS, PAIRS, SHAPES
 from vla.errors import ConfigError
-from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
+from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, REACHED, STATE, TARGET, TOKENS
 from vla.models.heads.base import flatten_readouts, mean_over_real_steps
 from vla.models.policy import Encoding, VLAPolicy, action_chunk
+from vla.models.referents import referent_count
 from vla.training.objects import object_losses
 
 
@@ -33,6 +34,17 @@ def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> to
     target [B,2] (arena units in [0,1]^2, which map onto the image as x -> columns,
     y -> rows, so the conversion is 2 * target - 1)."""
     return target_position_loss(keypoints_xy[:, 0], target)
+
+
+def referent_done_loss(logits: torch.Tensor, tokens: torch.Tensor, reached: torch.Tensor):
+    """Binary cross-entropy of the selector's done logits [B,R] against what the step's
+    episode had reached: referent r is done once more than r shapes were (reached [B]);
+    referents past an instruction's last (ids [B,L]) count for nothing."""
+    r = torch.arange(logits.shape[1], device=logits.device)  # [R]
+    done = (r[None] < reached[:, None]).to(logits.dtype)  # [B,R]
+    valid = (r[None] < referent_count(tokens)[:, None]).to(logits.dtype)  # [B,R]
+    bce = nn.functional.binary_cross_entropy_with_logits(logits, done, reduction="none")
+    return (bce * valid).sum() / valid.sum()
 
 
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
@@ -80,6 +92,9 @@ class BCModule(L.LightningModule):
         object_attribute_weight: weight of linear probes that must tell each shape's colour
             and kind from the token of the slot matched to it (0: off; needs model/objects):
             what a word can name, kept apart in what a slot carries.
+        referent_done_weight: weight of the cross-entropy of the referent selector's "done"
+            against the stage of the chain the demonstration was at (0: off; needs
+            model/referents).
     """
 
     def __init__(
@@ -95,6 +110,7 @@ class BCModule(L.LightningModule):
         object_slot_weight: float = 0.0,
         pointer_weight: float = 0.0,
         object_attribute_weight: float = 0.0,
+        referent_done_weight: float = 0.0,
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
@@ -113,6 +129,7 @@ class BCModule(L.LightningModule):
             ("object_slot_weight", object_slot_weight, "model/objects", policy.objects),
             ("pointer_weight", pointer_weight, "model/pointer", policy.pointer),
             ("object_attribute_weight", object_attribute_weight, "model/objects", policy.objects),
+            ("referent_done_weight", referent_done_weight, "model/referents", policy.referents),
         ]:
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
@@ -120,6 +137,7 @@ class BCModule(L.LightningModule):
                 raise ConfigError(f"bc.{name}={weight} needs {needs}, which this model lacks")
         self.object_slot_weight, self.pointer_weight = object_slot_weight, pointer_weight
         self.object_attribute_weight = object_attribute_weight
+        self.referent_done_weight = referent_done_weight
         if object_attribute_weight > 0:  # object tokens [B,K,D] -> colour, kind logits
             self.colour_probe = nn.Linear(policy.d_model, len(COLOURS))
             self.shape_probe = nn.Linear(policy.d_model, len(SHAPES))
@@ -137,10 +155,10 @@ class BCModule(L.LightningModule):
 
     @property
     def uses_target(self) -> bool:
-        """Whether batches must carry TARGET (the named target's position)."""
-        return (
-            self.uses_objects or max(self.target_keypoint_weight, self.target_position_weight) > 0
-        )
+        """Whether batches must carry TARGET and REACHED (the shape to reach now, the shapes
+        reached before)."""
+        weights = self.target_keypoint_weight, self.target_position_weight
+        return self.uses_objects or max(*weights, self.referent_done_weight) > 0
 
     @property
     def uses_objects(self) -> bool:
@@ -170,6 +188,10 @@ class BCModule(L.LightningModule):
             aux = target_position_loss(guess, batch[TARGET])
             loss = loss + self.target_position_weight * aux
             logs = logs | {"target_position_mse": aux.detach()}
+        if self.referent_done_weight > 0:
+            aux = referent_done_loss(encoding.done_logits, batch[TOKENS], batch[REACHED])
+            loss = loss + self.referent_done_weight * aux
+            logs = logs | {"referent_done_ce": aux.detach()}
         if self.uses_objects:
             pointer = encoding.pointer_logits if self.pointer_weight > 0 else None
             attributes = None
