@@ -13,6 +13,8 @@ A training batch is a dict with these keys:
                                     privileged; only while a training-only loss uses it
     REACHED      int64   [B]        how many shapes of its chain were reached before this step
                                     (0 outside chains): privileged, with TARGET
+    REACHED_XY   float32 [B,C,2]    where those shapes are, in the order reached (C = the most
+                                    any step reached, >= 1; rows past REACHED are 0): likewise
     OBJECTS      float32 [B,M,2]    where every shape in the scene is (M = env.num_targets),
                                     arena units: privileged, with TARGET
     OBJECT_PAIRS int64   [B,M]          the colour+shape of each (index into grammar.PAIRS),
@@ -27,6 +29,7 @@ TOKENS = "tokens"
 ACTION = "action"
 TARGET = "target"
 REACHED = "reached"
+REACHED_XY = "reached_xy"
 OBJECTS = "objects"
 OBJECT_PAIRS = "object_pairs"
 INSTRUCTION = "instruction"  # raw text, in env observations

@@ -7,7 +7,7 @@ import torch
 
 import vla.data.datamodule as datamodule_module
 from vla.data.batches import TensorBatches, random_shift
-from vla.data.datamodule import ReachDataModule, reached_before
+from vla.data.datamodule import ReachDataModule, reached_before, reached_centres
 from vla.data.dataset import DatasetError
 from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, REACHED, STATE, TARGET, TOKENS
 
@@ -156,7 +156,11 @@ def test_reached_counts_the_targets_moves_within_each_episode():
     a, b, c = [0.1, 0.1], [0.5, 0.5], [0.9, 0.2]
     target = torch.tensor([a, a, b, b, b, a, c, c, b])
     episode = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 1])
-    assert reached_before(target, episode).tolist() == [0, 0, 1, 1, 1, 0, 1, 1, 2]
+    reached = reached_before(target, episode)
+    assert reached.tolist() == [0, 0, 1, 1, 1, 0, 1, 1, 2]
+    o = [0.0, 0.0]  # nothing reached in that row
+    expected = [[o, o], [o, o], [a, o], [a, o], [a, o], [o, o], [a, o], [a, o], [a, c]]
+    torch.testing.assert_close(reached_centres(target, episode, reached), torch.tensor(expected))
 
 
 def test_reached_is_the_envs_own_count_on_expert_chains():

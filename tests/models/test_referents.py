@@ -13,7 +13,7 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.models.referents import ReferentSelector
 from vla.models.tokenizer import Tokenizer
-from vla.training.module import BCModule, referent_done_loss
+from vla.training.module import BCModule, reached_keypoint_loss, referent_done_loss
 
 
 def test_each_referent_pools_its_own_words():
@@ -107,17 +107,38 @@ def test_done_loss_asks_referent_r_once_more_than_r_shapes_were_reached():
     )
 
 
+def test_reached_keypoints_are_pulled_onto_the_shapes_reached_only():
+    xy = torch.zeros(2, 3, 2)  # every referent's keypoint at the image centre
+    reached_xy = torch.tensor([[[0.75, 0.25]], [[0.0, 0.0]]])  # [B,C=1,2] arena units
+    # sample 0 reached one shape, at (0.75, 0.25): 2 * target - 1 = (0.5, -0.5), 0.5 away
+    # squared; sample 1 reached none, so its row counts for nothing
+    loss = reached_keypoint_loss(xy, reached_xy, torch.tensor([1, 0]))
+    assert loss.item() == pytest.approx(0.5)
+    assert reached_keypoint_loss(xy, reached_xy, torch.tensor([0, 0])).item() == 0.0
+
+
 def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
     cfg = compose_cfg("train", ["model=tiny", "model/referents=first_undone"])
     assert cfg.model.referents.read == "peak" and cfg.bc.referent_done_weight == 1.0
+    assert cfg.bc.referent_keypoint_weight == 1.0
     policy = build_policy("tiny", "model/referents=first_undone")
     batch = random_batch(policy)
-    batch[keys.REACHED] = torch.zeros(len(batch[keys.ACTION]), dtype=torch.long)
-    module = BCModule(policy, optimizer=torch.optim.AdamW, referent_done_weight=0.5)
+    B = len(batch[keys.ACTION])
+    batch[keys.REACHED] = torch.arange(B) % 2
+    batch[keys.REACHED_XY] = torch.rand(B, 1, 2)
+    module = BCModule(
+        policy,
+        optimizer=torch.optim.AdamW,
+        referent_done_weight=0.5,
+        referent_keypoint_weight=0.25,
+    )
     loss, logs, encoding = module.model_step(batch)
     action_loss, _ = policy.action_loss(encoding.features, batch)
-    aux = referent_done_loss(encoding.done_logits, batch[keys.TOKENS], batch[keys.REACHED])
-    torch.testing.assert_close(loss, action_loss + 0.5 * aux)
-    assert torch.equal(logs["referent_done_ce"], aux.detach())
+    done = referent_done_loss(encoding.done_logits, batch[keys.TOKENS], batch[keys.REACHED])
+    where = reached_keypoint_loss(
+        encoding.referents_xy, batch[keys.REACHED_XY], batch[keys.REACHED]
+    )
+    torch.testing.assert_close(loss, action_loss + 0.5 * done + 0.25 * where)
+    assert torch.equal(logs["referent_done_ce"], done.detach()) and where > 0
     with pytest.raises(ConfigError, match="referent_done_weight"):
         BCModule(build_policy("tiny"), optimizer=torch.optim.AdamW, referent_done_weight=1.0)

@@ -21,6 +21,7 @@ from vla.keys import (
     OBJECT_PAIRS,
     OBJECTS,
     REACHED,
+    REACHED_XY,
     STATE,
     TARGET,
     TOKENS,
@@ -33,8 +34,8 @@ class TensorBatches:
     Args:
         tensors: IMAGE uint8 [N,H,W,3], STATE [N,S], ACTION [N,A], TOKENS [E,L] (one row per
             episode), EPISODE [N] (the episode of each step, to look up its tokens) and,
-            optionally, TARGET [N,2] and REACHED [N] (where the shape to reach is and how many
-            were reached before; batches carry them if present).
+            optionally, TARGET [N,2], REACHED [N] and REACHED_XY [N,C,2] (where the shape to
+            reach is, how many were reached before and where; batches carry them if present).
         indices: the steps this iterable covers.
         shuffle: reshuffle every epoch (seeded, so runs are reproducible).
         shift: random-shift augmentation in pixels (0 disables); edges are replicated.
@@ -115,6 +116,7 @@ class TensorBatches:
             if TARGET in self.tensors:  # the named target's position, for auxiliary losses
                 batch[TARGET] = self.tensors[TARGET][b]  # [B,2]
                 batch[REACHED] = self.tensors[REACHED][b]  # [B]
+                batch[REACHED_XY] = self.tensors[REACHED_XY][b]  # [B,C,2]
             if OBJECTS in self.tensors:  # every shape's position and what it is, likewise
                 batch[OBJECTS] = self.tensors[OBJECTS][b]  # [B,M,2]
                 batch[OBJECT_PAIRS] = self.tensors[OBJECT_PAIRS][b]  # [B,M]

@@ -26,6 +26,7 @@ from vla.keys import (
     OBJECT_PAIRS,
     OBJECTS,
     REACHED,
+    REACHED_XY,
     STATE,
     TARGET,
     TOKENS,
@@ -45,6 +46,21 @@ def reached_before(target: torch.Tensor, episode: torch.Tensor) -> torch.Tensor:
     _, length = torch.unique_consecutive(episode, return_counts=True)  # steps per episode [E]
     first = torch.cumsum(length, 0) - length  # each episode's first step [E]
     return count - count[first].repeat_interleave(length)  # restart at each episode
+
+
+def reached_centres(target: torch.Tensor, episode: torch.Tensor, reached: torch.Tensor):
+    """Where the shapes each step's episode had reached before it are: target [N,2], episode
+    [N], reached [N] (`reached_before`) -> [N,C,2], row r the target of the episode's stage r
+    (C = the most reached, at least 1; rows r >= reached are 0)."""
+    C = max(int(reached.max()), 1)
+    _, ep = torch.unique_consecutive(episode, return_inverse=True)  # [N]: 0..E-1
+    begins = torch.ones_like(reached, dtype=torch.bool)  # [N]: a stage's first step
+    begins[1:] = (reached[1:] != reached[:-1]) | (episode[1:] != episode[:-1])
+    starts = begins.nonzero()[:, 0]
+    first = torch.zeros(int(ep.max()) + 1, C + 1, dtype=torch.long)  # [E,C+1]
+    first[ep[starts], reached[starts]] = starts  # stage r of episode e begins at first[e,r]
+    before = torch.arange(C) < reached[:, None]  # [N,C]
+    return target[first[ep, :C]] * before[..., None]  # [N,C,2]
 
 
 class ReachDataModule(L.LightningDataModule):
@@ -169,6 +185,9 @@ class ReachDataModule(L.LightningDataModule):
         if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
             self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
             self.tensors[REACHED] = reached_before(self.tensors[TARGET], self.tensors[EPISODE])
+            self.tensors[REACHED_XY] = reached_centres(
+                self.tensors[TARGET], self.tensors[EPISODE], self.tensors[REACHED]
+            )
         if self.objects:  # per step, for the object losses: every shape's centre and pair
             self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))  # [N,M,2]
             self.tensors[OBJECT_PAIRS] = torch.from_numpy(d.object_pairs.astype(np.int64))  # [N,M]

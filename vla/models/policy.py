@@ -67,6 +67,7 @@ class Encoding(NamedTuple):
     objects_xy: Tensor | None = None  # object slots [B,No,2] in [-1,1] (None: no objects)
     object_tokens: Tensor | None = None  # their tokens [B,No,D], before the encoder
     pointer_logits: Tensor | None = None  # [B,No] over the objects (None: no pointer)
+    referents_xy: Tensor | None = None  # [B,R,2] each referent's keypoint 0 (None: no selector)
     done_logits: Tensor | None = None  # [B,R] logit of P(each referent reached) (None: no selector)
     weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
 
@@ -250,9 +251,12 @@ class VLAPolicy(nn.Module):
         pooled = pooled and self.referents is None  # the selector gives its own vector
         instruction = masked_mean(words, pad_mask) if pooled else None  # [B,L,D] -> [B,D]
         hidden = self.keypoints.features(image) if self.keypoints is not None else None
-        done, said, said_mask = None, words, pad_mask  # what conditions vision
+        done = referents_xy = None
+        said, said_mask = words, pad_mask  # what conditions vision
         if self.referents is not None:  # the first referent not reached, for all the words
-            instruction, done = self.referents.select(words, tokens, self.keypoints, hidden)
+            instruction, done, referents_xy = self.referents.select(
+                words, tokens, self.keypoints, hidden
+            )
             said, said_mask = instruction[:, None], pad_mask[:, :1] & False  # [B,1,D], [B,1]
         film = None
         if self.film is not None:  # the instruction scales and shifts what each patch shows
@@ -293,7 +297,7 @@ class VLAPolicy(nn.Module):
             objects_out = x[:, self.token_layout(tokens.shape[1])["objects"]]  # [B,No,D]
             logits, pointed = self.pointer(features, objects_out, objects_xy)  # [B,No], [B,D]
             features = features + pointed[:, None]  # [B,R,D]
-        return Encoding(features, xy, objects_xy, objects, logits, done, weights)
+        return Encoding(features, xy, objects_xy, objects, logits, referents_xy, done, weights)
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units)."""

@@ -19,8 +19,11 @@ without this part.
 
 Where "done" is read matters. Pooled over the softmax map, a smaller shape mixes more floor
 into the features, which reads as dimming (docs/generalisation.md); the features at the
-map's peak pixel see the shape alone whatever its size. A training-only loss
-(`bc.referent_done_weight`) can supervise done with the stage the demonstrations record.
+map's peak pixel see the shape alone whatever its size, provided the map lands on it: the
+detector learns to find shapes to reach, which are never dimmed, so a reached referent's map
+goes elsewhere unless taught. Training-only losses can teach both: each reached referent's
+keypoint onto its shape (`bc.referent_keypoint_weight`) and done against the stage the
+demonstrations record (`bc.referent_done_weight`).
 """
 
 from __future__ import annotations
@@ -95,12 +98,13 @@ class ReferentSelector(nn.Module):
         return before * torch.where(last, torch.ones_like(done), 1 - done) * valid
 
     def select(self, words: Tensor, tokens: Tensor, keypoints, hidden: Tensor):
-        """The current referent [B,D] and the logits of done [B,R], from words [B,L,D], ids
-        [B,L], the policy's KeypointEncoder and its detector's features [B,H*W,C]."""
+        """The current referent [B,D], the logits of done [B,R] and where each referent's
+        keypoint 0 is [B,R,2], from words [B,L,D], ids [B,L], the policy's KeypointEncoder and
+        its detector's features [B,H*W,C]."""
         refs, valid = self.pool(words, tokens)  # [B,R,D], [B,R]
-        _, where = keypoints.locate(hidden, refs, num=1)  # keypoint 0 only: [B,R,1,H*W]
+        xy, where = keypoints.locate(hidden, refs, num=1)  # keypoint 0 only: [B,R,1,(2|H*W)]
         logits = self.done_logits(hidden, where[:, :, 0])  # [B,R]
-        return self(refs, valid, torch.sigmoid(logits)), logits
+        return self(refs, valid, torch.sigmoid(logits)), logits, xy[:, :, 0]
 
     def forward(self, refs: Tensor, valid: Tensor, done: Tensor) -> Tensor:
         """refs [B,R,D], valid [B,R], done [B,R] -> the current referent [B,D]."""

@@ -16,7 +16,17 @@ from vla.checkpoint import vla_payload
 from vla.config import instantiate
 from vla.envs.grammar import COLOURS, PAIRS, SHAPES
 from vla.errors import ConfigError
-from vla.keys import ACTION, IMAGE, OBJECT_PAIRS, OBJECTS, REACHED, STATE, TARGET, TOKENS
+from vla.keys import (
+    ACTION,
+    IMAGE,
+    OBJECT_PAIRS,
+    OBJECTS,
+    REACHED,
+    REACHED_XY,
+    STATE,
+    TARGET,
+    TOKENS,
+)
 from vla.models.heads.base import flatten_readouts, mean_over_real_steps
 from vla.models.policy import Encoding, VLAPolicy, action_chunk
 from vla.models.referents import referent_count
@@ -45,6 +55,18 @@ def referent_done_loss(logits: torch.Tensor, tokens: torch.Tensor, reached: torc
     valid = (r[None] < referent_count(tokens)[:, None]).to(logits.dtype)  # [B,R]
     bce = nn.functional.binary_cross_entropy_with_logits(logits, done, reduction="none")
     return (bce * valid).sum() / valid.sum()
+
+
+def reached_keypoint_loss(xy: torch.Tensor, reached_xy: torch.Tensor, reached: torch.Tensor):
+    """Squared distance of each reached referent's keypoint xy [B,R,2] (image coordinates)
+    from its shape reached_xy [B,C,2] (arena units), for the referents r < reached [B]: the
+    map of a referent already done lands on its dimmed shape, not on whatever else looks
+    like it. Zero when no step of the batch reached any."""
+    n = min(xy.shape[1], reached_xy.shape[1])
+    r = torch.arange(n, device=xy.device)
+    before = (r[None] < reached[:, None]).to(xy.dtype)  # [B,n]
+    err = (xy[:, :n] - (2 * reached_xy[:, :n] - 1)).square().sum(-1)  # [B,n]
+    return (err * before).sum() / before.sum().clamp(min=1.0)
 
 
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
@@ -95,6 +117,8 @@ class BCModule(L.LightningModule):
         referent_done_weight: weight of the cross-entropy of the referent selector's "done"
             against the stage of the chain the demonstration was at (0: off; needs
             model/referents).
+        referent_keypoint_weight: weight of a loss pulling each referent's keypoint 0 onto
+            its shape once that shape was reached (0: off; needs model/referents).
     """
 
     def __init__(
@@ -111,6 +135,7 @@ class BCModule(L.LightningModule):
         pointer_weight: float = 0.0,
         object_attribute_weight: float = 0.0,
         referent_done_weight: float = 0.0,
+        referent_keypoint_weight: float = 0.0,
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
@@ -130,6 +155,12 @@ class BCModule(L.LightningModule):
             ("pointer_weight", pointer_weight, "model/pointer", policy.pointer),
             ("object_attribute_weight", object_attribute_weight, "model/objects", policy.objects),
             ("referent_done_weight", referent_done_weight, "model/referents", policy.referents),
+            (
+                "referent_keypoint_weight",
+                referent_keypoint_weight,
+                "model/referents",
+                policy.referents,
+            ),
         ]:
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
@@ -138,6 +169,7 @@ class BCModule(L.LightningModule):
         self.object_slot_weight, self.pointer_weight = object_slot_weight, pointer_weight
         self.object_attribute_weight = object_attribute_weight
         self.referent_done_weight = referent_done_weight
+        self.referent_keypoint_weight = referent_keypoint_weight
         if object_attribute_weight > 0:  # object tokens [B,K,D] -> colour, kind logits
             self.colour_probe = nn.Linear(policy.d_model, len(COLOURS))
             self.shape_probe = nn.Linear(policy.d_model, len(SHAPES))
@@ -155,10 +187,11 @@ class BCModule(L.LightningModule):
 
     @property
     def uses_target(self) -> bool:
-        """Whether batches must carry TARGET and REACHED (the shape to reach now, the shapes
-        reached before)."""
+        """Whether batches must carry TARGET, REACHED and REACHED_XY (the shape to reach now,
+        the shapes reached before)."""
         weights = self.target_keypoint_weight, self.target_position_weight
-        return self.uses_objects or max(*weights, self.referent_done_weight) > 0
+        referents = self.referent_done_weight, self.referent_keypoint_weight
+        return self.uses_objects or max(*weights, *referents) > 0
 
     @property
     def uses_objects(self) -> bool:
@@ -192,6 +225,10 @@ class BCModule(L.LightningModule):
             aux = referent_done_loss(encoding.done_logits, batch[TOKENS], batch[REACHED])
             loss = loss + self.referent_done_weight * aux
             logs = logs | {"referent_done_ce": aux.detach()}
+        if self.referent_keypoint_weight > 0:
+            aux = reached_keypoint_loss(encoding.referents_xy, batch[REACHED_XY], batch[REACHED])
+            loss = loss + self.referent_keypoint_weight * aux
+            logs = logs | {"reached_keypoint_mse": aux.detach()}
         if self.uses_objects:
             pointer = encoding.pointer_logits if self.pointer_weight > 0 else None
             attributes = None
