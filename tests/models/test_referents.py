@@ -142,3 +142,25 @@ def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
     assert torch.equal(logs["referent_done_ce"], done.detach()) and where > 0
     with pytest.raises(ConfigError, match="referent_done_weight"):
         BCModule(build_policy("tiny"), optimizer=torch.optim.AdamW, referent_done_weight=1.0)
+
+
+def test_the_selector_can_read_another_keypoint_than_the_targets():
+    """keypoint=1: done and the referent's position come from keypoint 1's map, so keypoint 0
+    is left to find the shape to reach; a keypoint the encoder lacks fails naming both keys."""
+    torch.manual_seed(0)
+    policy = build_policy(
+        "tiny", "model/referents=first_undone", "model.referents.keypoint=1"
+    ).eval()
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    tokens = policy.tokenizer.encode(["reach the red circle then the blue square"] * 2)
+    with torch.no_grad():
+        policy.keypoints.to_gain.weight.normal_()
+        enc = policy.encode(image, torch.zeros(2, 4), tokens)
+        hidden = policy.keypoints.features(image)
+        refs, _ = policy.referents.pool(policy.text_encoder(tokens)[0], tokens)
+        xy, _ = policy.keypoints.locate(hidden, refs)  # [B,R,K,2]
+    torch.testing.assert_close(enc.referents_xy, xy[:, :, 1])
+    assert not torch.allclose(enc.referents_xy, xy[:, :, 0])
+    with pytest.raises(ConfigError, match="num_keypoints"):
+        many = build_policy("tiny", "model/referents=first_undone", "model.referents.keypoint=99")
+        many.encode(image, torch.zeros(2, 4), tokens)

@@ -1,7 +1,7 @@
 """The first referent not yet reached: what conditions vision in a chain of any length.
 
     words [B,L,D], ids [B,L] ─ mean within each referent ("then" opens one) ─> refs [B,R,D]
-    refs ─ KeypointEncoder gain ─> keypoint 0's map per referent [B,R,H*W]
+    refs ─ KeypointEncoder gain ─> keypoint k's map per referent [B,R,H*W] (k = `keypoint`)
          ─ the detector's features at the map's peak (read="peak") or pooled by it ("map")
            [B,R,C] ─ Linear ─ sigmoid ─> done [B,R]
     weights w_r = (1 - done_r) * prod_{s<r} done_s, the last referent taking what is left
@@ -54,13 +54,17 @@ class ReferentSelector(nn.Module):
         hidden: C, channels of the keypoint detector's features it reads "done" from.
         read: where: "peak", the features at the pixel where each referent's map peaks, or
             "map", the features pooled by the whole map.
+        keypoint: which keypoint's map of each referent is read (0: the one that finds the
+            shape to reach; another leaves that one to its task).
     """
 
-    def __init__(self, d_model: int, hidden: int, read: str = "map"):
+    def __init__(self, d_model: int, hidden: int, read: str = "map", keypoint: int = 0):
         super().__init__()
         if read not in ("peak", "map"):
             raise ConfigError(f"model.referents.read={read!r} must be 'peak' or 'map'")
-        self.d_model, self.hidden, self.read = d_model, hidden, read
+        if keypoint < 0:
+            raise ConfigError(f"model.referents.keypoint={keypoint} must be >= 0")
+        self.d_model, self.hidden, self.read, self.keypoint = d_model, hidden, read, keypoint
         self.then_id = default_vocabulary().index("then")
         self.to_done = nn.Linear(hidden, 1)  # [B,R,C] -> [B,R,1]
         nn.init.zeros_(self.to_done.weight)  # done = 0.5 everywhere at the start
@@ -99,12 +103,18 @@ class ReferentSelector(nn.Module):
 
     def select(self, words: Tensor, tokens: Tensor, keypoints, hidden: Tensor):
         """The current referent [B,D], the logits of done [B,R] and where each referent's
-        keypoint 0 is [B,R,2], from words [B,L,D], ids [B,L], the policy's KeypointEncoder and
-        its detector's features [B,H*W,C]."""
+        keypoint (`keypoint`) is [B,R,2], from words [B,L,D], ids [B,L], the policy's
+        KeypointEncoder and its detector's features [B,H*W,C]."""
+        if self.keypoint >= keypoints.num_keypoints:
+            raise ConfigError(
+                f"model.referents.keypoint={self.keypoint} needs more than "
+                f"model.keypoints.num_keypoints={keypoints.num_keypoints} keypoints"
+            )
         refs, valid = self.pool(words, tokens)  # [B,R,D], [B,R]
-        xy, where = keypoints.locate(hidden, refs, num=1)  # keypoint 0 only: [B,R,1,(2|H*W)]
-        logits = self.done_logits(hidden, where[:, :, 0])  # [B,R]
-        return self(refs, valid, torch.sigmoid(logits)), logits, xy[:, :, 0]
+        k = self.keypoint
+        xy, where = keypoints.locate(hidden, refs, num=k + 1)  # [B,R,k+1,(2|H*W)]
+        logits = self.done_logits(hidden, where[:, :, k])  # [B,R]
+        return self(refs, valid, torch.sigmoid(logits)), logits, xy[:, :, k]
 
     def forward(self, refs: Tensor, valid: Tensor, done: Tensor) -> Tensor:
         """refs [B,R,D], valid [B,R], done [B,R] -> the current referent [B,D]."""

@@ -117,8 +117,9 @@ class BCModule(L.LightningModule):
         referent_done_weight: weight of the cross-entropy of the referent selector's "done"
             against the stage of the chain the demonstration was at (0: off; needs
             model/referents).
-        referent_keypoint_weight: weight of a loss pulling each referent's keypoint 0 onto
-            its shape once that shape was reached (0: off; needs model/referents).
+        referent_keypoint_weight: weight of a loss pulling each referent's keypoint (the
+            selector's `keypoint`) onto its shape once that shape was reached (0: off; needs
+            model/referents).
     """
 
     def __init__(
