@@ -95,14 +95,16 @@ def test_keypoint_0_alone_is_the_first_of_all_keypoints():
 
 def test_done_loss_asks_referent_r_once_more_than_r_shapes_were_reached():
     tokens = Tokenizer(max_len=14).encode(["reach the red circle then the blue square", "go"])
+    count = ReferentSelector(d_model=1, hidden=1).count(tokens)
+    assert count.tolist() == [2, 1]
     logits = torch.zeros(2, 2)  # P(done) = 0.5: every valid referent costs log 2
-    assert referent_done_loss(logits, tokens, torch.tensor([1, 0])).item() == pytest.approx(
+    assert referent_done_loss(logits, count, torch.tensor([1, 0])).item() == pytest.approx(
         math.log(2)
     )
     sure = torch.tensor([[20.0, -20.0], [-20.0, 20.0]])  # "go"'s second referent is no referent
-    assert referent_done_loss(sure, tokens, torch.tensor([1, 0])).item() < 1e-6
+    assert referent_done_loss(sure, count, torch.tensor([1, 0])).item() < 1e-6
     wrong = torch.tensor([[-20.0, -20.0], [-20.0, 20.0]])  # the first was reached: not "not done"
-    assert referent_done_loss(wrong, tokens, torch.tensor([1, 0])).item() == pytest.approx(
+    assert referent_done_loss(wrong, count, torch.tensor([1, 0])).item() == pytest.approx(
         20 / 3, rel=1e-3
     )
 
@@ -134,7 +136,8 @@ def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
     )
     loss, logs, encoding = module.model_step(batch)
     action_loss, _ = policy.action_loss(encoding.features, batch)
-    done = referent_done_loss(encoding.done_logits, batch[keys.TOKENS], batch[keys.REACHED])
+    count = policy.referents.count(batch[keys.TOKENS])
+    done = referent_done_loss(encoding.done_logits, count, batch[keys.REACHED])
     where = reached_keypoint_loss(
         encoding.referents_xy, batch[keys.REACHED_XY], batch[keys.REACHED]
     )
@@ -146,7 +149,7 @@ def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
 
 def test_the_selector_can_read_another_keypoint_than_the_targets():
     """keypoint=1: done and the referent's position come from keypoint 1's map, so keypoint 0
-    is left to find the shape to reach; a keypoint the encoder lacks fails naming both keys."""
+    is left to find the shape to reach; a keypoint the encoder lacks fails at construction, naming both keys."""
     torch.manual_seed(0)
     policy = build_policy(
         "tiny", "model/referents=first_undone", "model.referents.keypoint=1"
@@ -162,5 +165,4 @@ def test_the_selector_can_read_another_keypoint_than_the_targets():
     torch.testing.assert_close(enc.referents_xy, xy[:, :, 1])
     assert not torch.allclose(enc.referents_xy, xy[:, :, 0])
     with pytest.raises(ConfigError, match="num_keypoints"):
-        many = build_policy("tiny", "model/referents=first_undone", "model.referents.keypoint=99")
-        many.encode(image, torch.zeros(2, 4), tokens)
+        build_policy("tiny", "model/referents=first_undone", "model.referents.keypoint=99")

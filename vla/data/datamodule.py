@@ -76,9 +76,9 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `chunk_size`, given by train).
-        target: batches carry TARGET, where the shape to reach is, and REACHED, how many of
-            its chain were reached before (privileged): on only while a training-only loss
-            uses them (`BCModule.uses_target`).
+        target: batches carry TARGET, where the shape to reach is, and REACHED and
+            REACHED_XY, how many of its chain were reached before and where (privileged): on
+            only while a training-only loss uses them (`BCModule.uses_target`).
         objects: batches carry OBJECTS and OBJECT_PAIRS, where every shape is and what it is
             (privileged), likewise (`BCModule.uses_objects`).
         prepare_per_node: collect missing demonstrations once per node (a node-local `dir`)

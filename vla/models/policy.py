@@ -67,7 +67,7 @@ class Encoding(NamedTuple):
     objects_xy: Tensor | None = None  # object slots [B,No,2] in [-1,1] (None: no objects)
     object_tokens: Tensor | None = None  # their tokens [B,No,D], before the encoder
     pointer_logits: Tensor | None = None  # [B,No] over the objects (None: no pointer)
-    referents_xy: Tensor | None = None  # [B,R,2] each referent's keypoint 0 (None: no selector)
+    referents_xy: Tensor | None = None  # [B,R,2] each referent's keypoint (None: no selector)
     done_logits: Tensor | None = None  # [B,R] logit of P(each referent reached) (None: no selector)
     weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
 
@@ -176,6 +176,11 @@ class VLAPolicy(nn.Module):
         self.referents: ReferentSelector | None = None
         if referents is not None:  # it reads the keypoint detector's channels
             self.referents = build("referents", referents, hidden=self.keypoints.hidden)
+            if self.referents.keypoint >= self.keypoints.num_keypoints:
+                raise ConfigError(
+                    f"model.referents.keypoint={self.referents.keypoint} needs more than "
+                    f"model.keypoints.num_keypoints={self.keypoints.num_keypoints} keypoints"
+                )
         self.encoder: TransformerEncoder = build("encoder", encoder, depth=depth)
         self.readout: Readout = build("readout", readout)
         self.head: ActionHead = build("head", head)

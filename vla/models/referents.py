@@ -41,11 +41,6 @@ def referent_numbers(tokens: Tensor, then_id: int) -> Tensor:
     return (tokens == then_id).long().cumsum(-1)
 
 
-def referent_count(tokens: Tensor) -> Tensor:
-    """How many referents each instruction has: ids [B,L] -> [B] (1 + its "then"s)."""
-    return (tokens == default_vocabulary().index("then")).sum(-1) + 1
-
-
 class ReferentSelector(nn.Module):
     """Words [B,L,D] -> the current referent's vector [B,D].
 
@@ -82,6 +77,10 @@ class ReferentSelector(nn.Module):
         refs = member @ words / count.clamp(min=1.0)[..., None]  # [B,R,L] @ [B,L,D] -> [B,R,D]
         return refs, count > 0
 
+    def count(self, tokens: Tensor) -> Tensor:
+        """How many referents each instruction has: ids [B,L] -> [B] (1 + its "then"s)."""
+        return (tokens == self.then_id).sum(-1) + 1
+
     def done_logits(self, features: Tensor, where: Tensor) -> Tensor:
         """Logits of P(referent reached) [B,R] from the detector's features [B,H*W,C] and
         each referent's map where [B,R,H*W]: read at its peak, or pooled by it."""
@@ -105,11 +104,6 @@ class ReferentSelector(nn.Module):
         """The current referent [B,D], the logits of done [B,R] and where each referent's
         keypoint (`keypoint`) is [B,R,2], from words [B,L,D], ids [B,L], the policy's
         KeypointEncoder and its detector's features [B,H*W,C]."""
-        if self.keypoint >= keypoints.num_keypoints:
-            raise ConfigError(
-                f"model.referents.keypoint={self.keypoint} needs more than "
-                f"model.keypoints.num_keypoints={keypoints.num_keypoints} keypoints"
-            )
         refs, valid = self.pool(words, tokens)  # [B,R,D], [B,R]
         k = self.keypoint
         xy, where = keypoints.locate(hidden, refs, num=k + 1)  # [B,R,k+1,(2|H*W)]

@@ -29,14 +29,19 @@ from vla.keys import (
 )
 from vla.models.heads.base import flatten_readouts, mean_over_real_steps
 from vla.models.policy import Encoding, VLAPolicy, action_chunk
-from vla.models.referents import referent_count
 from vla.training.objects import object_losses
 
 
+def image_distance2(guess: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Squared distance of guesses [...,2] (image coordinates in [-1,1]) from targets [...,2]
+    (arena units in [0,1]^2, which map onto the image as 2 * target - 1) -> [...]."""
+    return (guess - (2 * target - 1)).square().sum(-1)
+
+
 def target_position_loss(guess: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Squared distance of a guess [B,2] (image coordinates in [-1,1]) from the target [B,2]
-    (arena units in [0,1]^2, which map onto the image as 2 * target - 1)."""
-    return (guess - (2 * target - 1)).square().sum(-1).mean()
+    """Mean squared distance of a guess [B,2] (image coordinates) from the target [B,2]
+    (arena units)."""
+    return image_distance2(guess, target).mean()
 
 
 def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -46,13 +51,15 @@ def target_keypoint_loss(keypoints_xy: torch.Tensor, target: torch.Tensor) -> to
     return target_position_loss(keypoints_xy[:, 0], target)
 
 
-def referent_done_loss(logits: torch.Tensor, tokens: torch.Tensor, reached: torch.Tensor):
+def referent_done_loss(
+    logits: torch.Tensor, count: torch.Tensor, reached: torch.Tensor
+) -> torch.Tensor:
     """Binary cross-entropy of the selector's done logits [B,R] against what the step's
     episode had reached: referent r is done once more than r shapes were (reached [B]);
-    referents past an instruction's last (ids [B,L]) count for nothing."""
+    referents past an instruction's last (it has count [B]) count for nothing."""
     r = torch.arange(logits.shape[1], device=logits.device)  # [R]
     done = (r[None] < reached[:, None]).to(logits.dtype)  # [B,R]
-    valid = (r[None] < referent_count(tokens)[:, None]).to(logits.dtype)  # [B,R]
+    valid = (r[None] < count[:, None]).to(logits.dtype)  # [B,R]
     bce = nn.functional.binary_cross_entropy_with_logits(logits, done, reduction="none")
     return (bce * valid).sum() / valid.sum()
 
@@ -65,7 +72,7 @@ def reached_keypoint_loss(xy: torch.Tensor, reached_xy: torch.Tensor, reached: t
     n = min(xy.shape[1], reached_xy.shape[1])
     r = torch.arange(n, device=xy.device)
     before = (r[None] < reached[:, None]).to(xy.dtype)  # [B,n]
-    err = (xy[:, :n] - (2 * reached_xy[:, :n] - 1)).square().sum(-1)  # [B,n]
+    err = image_distance2(xy[:, :n], reached_xy[:, :n])  # [B,n]
     return (err * before).sum() / before.sum().clamp(min=1.0)
 
 
@@ -223,7 +230,8 @@ class BCModule(L.LightningModule):
             loss = loss + self.target_position_weight * aux
             logs = logs | {"target_position_mse": aux.detach()}
         if self.referent_done_weight > 0:
-            aux = referent_done_loss(encoding.done_logits, batch[TOKENS], batch[REACHED])
+            count = self.policy.referents.count(batch[TOKENS])  # [B]
+            aux = referent_done_loss(encoding.done_logits, count, batch[REACHED])
             loss = loss + self.referent_done_weight * aux
             logs = logs | {"referent_done_ce": aux.detach()}
         if self.referent_keypoint_weight > 0:
