@@ -13,7 +13,7 @@ from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
 from vla.models.referents import ReferentSelector
 from vla.models.tokenizer import Tokenizer
-from vla.training.module import BCModule, reached_keypoint_loss, referent_done_loss
+from vla.training.module import BCModule, referent_done_loss, referent_keypoint_loss
 
 
 def test_each_referent_pools_its_own_words():
@@ -114,9 +114,14 @@ def test_reached_keypoints_are_pulled_onto_the_shapes_reached_only():
     reached_xy = torch.tensor([[[0.75, 0.25]], [[0.0, 0.0]]])  # [B,C=1,2] arena units
     # sample 0 reached one shape, at (0.75, 0.25): 2 * target - 1 = (0.5, -0.5), 0.5 away
     # squared; sample 1 reached none, so its row counts for nothing
-    loss = reached_keypoint_loss(xy, reached_xy, torch.tensor([1, 0]))
+    loss = referent_keypoint_loss(xy, reached_xy, torch.tensor([1, 0]))
     assert loss.item() == pytest.approx(0.5)
-    assert reached_keypoint_loss(xy, reached_xy, torch.tensor([0, 0])).item() == 0.0
+    assert referent_keypoint_loss(xy, reached_xy, torch.tensor([0, 0])).item() == 0.0
+    # with the shape to reach now, referent r = reached is pulled onto it as well: sample 0's
+    # referent 1 onto (0.5, 1.0), 1.0 away squared; sample 1's referent 0 onto (0.5, 0.5), 0
+    target = torch.tensor([[0.5, 1.0], [0.5, 0.5]])
+    loss = referent_keypoint_loss(xy, reached_xy, torch.tensor([1, 0]), target)
+    assert loss.item() == pytest.approx((0.5 + 1.0 + 0.0) / 3)
 
 
 def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
@@ -138,7 +143,7 @@ def test_first_undone_supervises_done_and_the_loss_is_the_recipes(compose_cfg):
     action_loss, _ = policy.action_loss(encoding.features, batch)
     count = policy.referents.count(batch[keys.TOKENS])
     done = referent_done_loss(encoding.done_logits, count, batch[keys.REACHED])
-    where = reached_keypoint_loss(
+    where = referent_keypoint_loss(
         encoding.referents_xy, batch[keys.REACHED_XY], batch[keys.REACHED]
     )
     torch.testing.assert_close(loss, action_loss + 0.5 * done + 0.25 * where)
@@ -166,3 +171,40 @@ def test_the_selector_can_read_another_keypoint_than_the_targets():
     assert not torch.allclose(enc.referents_xy, xy[:, :, 0])
     with pytest.raises(ConfigError, match="num_keypoints"):
         build_policy("tiny", "model/referents=first_undone", "model.referents.keypoint=99")
+
+
+def test_the_selector_can_have_a_detector_of_its_own():
+    """detector=own: each referent's map and done come from the selector's own detector, not
+    the policy's keypoints, and the keypoint loss then also pulls the referent to reach now
+    onto the target; keypoint must be 0 with it."""
+    torch.manual_seed(0)
+    policy = build_policy("tiny", "model/referents=first_undone", "model.referents.detector=own")
+    own = policy.referents.detector
+    assert own is not None and own.num_keypoints == 1 and not hasattr(own, "to_token")
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    tokens = policy.tokenizer.encode(["reach the red circle then the blue square"] * 2)
+    with torch.no_grad():
+        own.to_gain.weight.normal_()
+        enc = policy.eval().encode(image, torch.zeros(2, 4), tokens)
+        refs, _ = policy.referents.pool(policy.text_encoder(tokens)[0], tokens)
+        xy, _ = own.locate(own.features(image), refs)  # [B,R,1,2]
+    torch.testing.assert_close(enc.referents_xy, xy[:, :, 0])
+    batch = random_batch(policy.train())
+    B = len(batch[keys.ACTION])
+    batch[keys.REACHED] = torch.arange(B) % 2
+    batch[keys.REACHED_XY] = torch.rand(B, 1, 2)
+    module = BCModule(policy, optimizer=torch.optim.AdamW, referent_keypoint_weight=1.0)
+    _, logs, encoding = module.model_step(batch)
+    with_target = referent_keypoint_loss(
+        encoding.referents_xy, batch[keys.REACHED_XY], batch[keys.REACHED], batch[keys.TARGET]
+    )
+    torch.testing.assert_close(logs["referent_keypoint_mse"], with_target.detach())
+    module.model_step(batch)[0].backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in own.parameters())
+    with pytest.raises(ConfigError, match="detector=own"):
+        build_policy(
+            "tiny",
+            "model/referents=first_undone",
+            "model.referents.detector=own",
+            "model.referents.keypoint=1",
+        )

@@ -175,7 +175,8 @@ class VLAPolicy(nn.Module):
         self.pointer: Pointer | None = optional("pointer", pointer)
         self.referents: ReferentSelector | None = None
         if referents is not None:  # it reads the keypoint detector's channels
-            self.referents = build("referents", referents, hidden=self.keypoints.hidden)
+            detector = dict(hidden=self.keypoints.hidden, kernel_size=self.keypoints.kernel_size)
+            self.referents = build("referents", referents, **detector)
             if self.referents.keypoint >= self.keypoints.num_keypoints:
                 raise ConfigError(
                     f"model.referents.keypoint={self.referents.keypoint} needs more than "
@@ -260,7 +261,7 @@ class VLAPolicy(nn.Module):
         said, said_mask = words, pad_mask  # what conditions vision
         if self.referents is not None:  # the first referent not reached, for all the words
             instruction, done, referents_xy = self.referents.select(
-                words, tokens, self.keypoints, hidden
+                words, tokens, self.keypoints, hidden, image
             )
             said, said_mask = instruction[:, None], pad_mask[:, :1] & False  # [B,1,D], [B,1]
         film = None

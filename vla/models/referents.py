@@ -24,6 +24,12 @@ detector learns to find shapes to reach, which are never dimmed, so a reached re
 goes elsewhere unless taught. Training-only losses can teach both: each reached referent's
 keypoint onto its shape (`bc.referent_keypoint_weight`) and done against the stage the
 demonstrations record (`bc.referent_done_weight`).
+
+Those maps can come from the policy's keypoint detector (`detector="shared"`: its 32 channels
+and instruction gain then serve the target's keypoint and every referent's, dimmed or not) or
+from a detector of the selector's own (`detector="own"`: a second 7x7 convolution, gain and
+map, which nothing but the selector's losses train; the referent not yet reached is then
+pulled onto the shape to reach as well, since no target loss teaches this detector).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from einops import rearrange, repeat
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
+from vla.models.keypoints import KeypointEncoder
 from vla.models.tokenizer import PAD_ID, default_vocabulary
 
 
@@ -51,15 +58,37 @@ class ReferentSelector(nn.Module):
             "map", the features pooled by the whole map.
         keypoint: which keypoint's map of each referent is read (0: the one that finds the
             shape to reach; another leaves that one to its task).
+        detector: whose maps: "shared", the policy's keypoint detector's, or "own", a
+            one-map detector of the selector's (then `keypoint` must be 0).
+        image_size, kernel_size: the own detector's input side and window (the policy's).
     """
 
-    def __init__(self, d_model: int, hidden: int, read: str = "map", keypoint: int = 0):
+    def __init__(
+        self,
+        d_model: int,
+        hidden: int,
+        read: str = "map",
+        keypoint: int = 0,
+        detector: str = "shared",
+        image_size: int = 64,
+        kernel_size: int = 7,
+    ):
         super().__init__()
         if read not in ("peak", "map"):
             raise ConfigError(f"model.referents.read={read!r} must be 'peak' or 'map'")
-        if keypoint < 0:
-            raise ConfigError(f"model.referents.keypoint={keypoint} must be >= 0")
+        if detector not in ("shared", "own"):
+            raise ConfigError(f"model.referents.detector={detector!r} must be 'shared' or 'own'")
+        if keypoint < 0 or (detector == "own" and keypoint != 0):
+            raise ConfigError(
+                f"model.referents.keypoint={keypoint} must be >= 0 (0 with detector=own)"
+            )
         self.d_model, self.hidden, self.read, self.keypoint = d_model, hidden, read, keypoint
+        self.detector: KeypointEncoder | None = None  # None: the policy's keypoint detector
+        if detector == "own":
+            self.detector = KeypointEncoder(
+                image_size, 1, d_model, hidden, film=True, kernel_size=kernel_size
+            )
+            del self.detector.to_token, self.detector.ids  # its maps are read, never tokens
         self.then_id = default_vocabulary().index("then")
         self.to_done = nn.Linear(hidden, 1)  # [B,R,C] -> [B,R,1]
         nn.init.zeros_(self.to_done.weight)  # done = 0.5 everywhere at the start
@@ -100,11 +129,14 @@ class ReferentSelector(nn.Module):
         last = valid & ~torch.cat([valid[:, 1:], torch.zeros_like(valid[:, :1])], 1)  # [B,R]
         return before * torch.where(last, torch.ones_like(done), 1 - done) * valid
 
-    def select(self, words: Tensor, tokens: Tensor, keypoints, hidden: Tensor):
+    def select(self, words: Tensor, tokens: Tensor, keypoints, hidden: Tensor, image: Tensor):
         """The current referent [B,D], the logits of done [B,R] and where each referent's
         keypoint (`keypoint`) is [B,R,2], from words [B,L,D], ids [B,L], the policy's
-        KeypointEncoder and its detector's features [B,H*W,C]."""
+        KeypointEncoder and its detector's features [B,H*W,C] (the own detector reads the
+        image [B,H,W,3] instead)."""
         refs, valid = self.pool(words, tokens)  # [B,R,D], [B,R]
+        if self.detector is not None:
+            keypoints, hidden = self.detector, self.detector.features(image)  # [B,H*W,C]
         k = self.keypoint
         xy, where = keypoints.locate(hidden, refs, num=k + 1)  # [B,R,k+1,(2|H*W)]
         logits = self.done_logits(hidden, where[:, :, k])  # [B,R]

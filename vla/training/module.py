@@ -64,16 +64,30 @@ def referent_done_loss(
     return (bce * valid).sum() / valid.sum()
 
 
-def reached_keypoint_loss(xy: torch.Tensor, reached_xy: torch.Tensor, reached: torch.Tensor):
-    """Squared distance of each reached referent's keypoint xy [B,R,2] (image coordinates)
-    from its shape reached_xy [B,C,2] (arena units), for the referents r < reached [B]: the
-    map of a referent already done lands on its dimmed shape, not on whatever else looks
-    like it. Zero when no step of the batch reached any."""
-    n = min(xy.shape[1], reached_xy.shape[1])
-    r = torch.arange(n, device=xy.device)
-    before = (r[None] < reached[:, None]).to(xy.dtype)  # [B,n]
-    err = image_distance2(xy[:, :n], reached_xy[:, :n])  # [B,n]
-    return (err * before).sum() / before.sum().clamp(min=1.0)
+def referent_keypoint_loss(
+    xy: torch.Tensor,
+    reached_xy: torch.Tensor,
+    reached: torch.Tensor,
+    target: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Squared distance of each referent's keypoint xy [B,R,2] (image coordinates) from its
+    shape, for the referents r < reached [B], whose shapes are reached_xy [B,C,2] (arena
+    units): the map of a referent already done lands on its dimmed shape, not on whatever
+    else looks like it. With target [B,2], the referent r = reached (the one to reach now)
+    is pulled onto it too. Zero when no referent of the batch is asked for."""
+    B, R = xy.shape[:2]
+    n = min(R, reached_xy.shape[1])
+    goal = xy.new_zeros(B, R, 2)
+    goal[:, :n] = reached_xy[:, :n]  # [B,R,2]: rows r >= n are never reached ones
+    r = torch.arange(R, device=xy.device)
+    asked = r[None] < reached[:, None]  # [B,R]
+    if target is not None:
+        now = r[None] == reached[:, None]  # [B,R]
+        goal = torch.where(now[..., None], target[:, None], goal)
+        asked = asked | now
+    asked = asked.to(xy.dtype)
+    err = image_distance2(xy, goal)  # [B,R]
+    return (err * asked).sum() / asked.sum().clamp(min=1.0)
 
 
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
@@ -125,7 +139,8 @@ class BCModule(L.LightningModule):
             against the stage of the chain the demonstration was at (0: off; needs
             model/referents).
         referent_keypoint_weight: weight of a loss pulling each referent's keypoint (the
-            selector's `keypoint`) onto its shape once that shape was reached (0: off; needs
+            selector's `keypoint`) onto its shape once that shape was reached, and, with the
+            selector's own detector, the referent to reach now onto its shape (0: off; needs
             model/referents).
     """
 
@@ -235,9 +250,15 @@ class BCModule(L.LightningModule):
             loss = loss + self.referent_done_weight * aux
             logs = logs | {"referent_done_ce": aux.detach()}
         if self.referent_keypoint_weight > 0:
-            aux = reached_keypoint_loss(encoding.referents_xy, batch[REACHED_XY], batch[REACHED])
+            own = self.policy.referents.detector is not None  # no target loss teaches it
+            aux = referent_keypoint_loss(
+                encoding.referents_xy,
+                batch[REACHED_XY],
+                batch[REACHED],
+                batch[TARGET] if own else None,
+            )
             loss = loss + self.referent_keypoint_weight * aux
-            logs = logs | {"reached_keypoint_mse": aux.detach()}
+            logs = logs | {"referent_keypoint_mse": aux.detach()}
         if self.uses_objects:
             pointer = encoding.pointer_logits if self.pointer_weight > 0 else None
             attributes = None
