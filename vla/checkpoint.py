@@ -141,7 +141,8 @@ def migrate_policy_config(config: dict, path) -> dict:
         refuse("text_encoder.max_len other than tokenizer.max_len")
     text.pop("vocab_size")  # the policy checked it equal to the tokenizer's
     encoder.pop("depth")
-    old.setdefault("referents", None)  # a part most format-2 configs predate
+    for later in ("referents", "relations"):  # parts most format-2 configs predate
+        old.setdefault(later, None)
     if old["referents"]:  # its detector's width is the keypoints' now, given by the policy
         old["referents"].pop("hidden", None)
     for name, part in old.items():

@@ -15,6 +15,10 @@ A training batch is a dict with these keys:
                                     (0 outside chains): privileged, with TARGET
     REACHED_XY   float32 [B,C,2]    where those shapes are, in the order reached (C = the most
                                     any step reached, >= 1; rows past REACHED are 0): likewise
+    REFERENCE    float32 [B,2]      where the shape a relation instruction names as its reference
+                                    is ("the red circle" of "the shape nearest the red circle"),
+                                    arena units; rows of other instructions 0: with TARGET
+    HAS_REFERENCE bool   [B]        whether the step's instruction names one: likewise
     OBJECTS      float32 [B,M,2]    where every shape in the scene is (M = env.num_targets),
                                     arena units: privileged, with TARGET
     OBJECT_PAIRS int64   [B,M]          the colour+shape of each (index into grammar.PAIRS),
@@ -30,6 +34,8 @@ ACTION = "action"
 TARGET = "target"
 REACHED = "reached"
 REACHED_XY = "reached_xy"
+REFERENCE = "reference"
+HAS_REFERENCE = "has_reference"
 OBJECTS = "objects"
 OBJECT_PAIRS = "object_pairs"
 INSTRUCTION = "instruction"  # raw text, in env observations

@@ -18,15 +18,18 @@ from vla.data.batches import TensorBatches
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
+from vla.envs.grammar import PAIRS, GrammarError, Name, Relation, parse
 from vla.errors import ConfigError
 from vla.keys import (
     ACTION,
     EPISODE,
+    HAS_REFERENCE,
     IMAGE,
     OBJECT_PAIRS,
     OBJECTS,
     REACHED,
     REACHED_XY,
+    REFERENCE,
     STATE,
     TARGET,
     TOKENS,
@@ -63,6 +66,34 @@ def reached_centres(target: torch.Tensor, episode: torch.Tensor, reached: torch.
     return target[first[ep, :C]] * before[..., None]  # [N,C,2]
 
 
+def reference_pairs(instructions: list[str]) -> torch.Tensor:
+    """The colour+shape pair each instruction names as a relation's reference ("the red
+    circle" of "the shape nearest the red circle"): [E], an index into grammar.PAIRS, or -1
+    (no relation, a reference that is no pair, or text outside the grammar)."""
+    pairs = []
+    for text in instructions:
+        try:
+            referents = parse(text).referents
+        except GrammarError:
+            referents = ()
+        relation = referents[0] if len(referents) == 1 else None
+        ref = relation.reference if isinstance(relation, Relation) else None
+        pairs.append(PAIRS.index((ref.colour, ref.shape)) if isinstance(ref, Name) else -1)
+    return torch.tensor(pairs, dtype=torch.long)
+
+
+def reference_centres(
+    pair: torch.Tensor, episode: torch.Tensor, centres: torch.Tensor, pairs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where each step's reference shape is: pair [E] (`reference_pairs`), episode [N], every
+    shape's centre centres [N,M,2] and pair pairs [N,M] -> [N,2] (0 where none) and [N]
+    (whether the step has one in its scene)."""
+    match = pairs == pair[episode][:, None]  # [N,M]
+    has = match.any(-1) & (pair[episode] >= 0)  # [N]
+    where = centres[torch.arange(len(episode)), match.long().argmax(-1)]  # [N,2]
+    return where * has[:, None], has
+
+
 class ReachDataModule(L.LightningDataModule):
     """Demonstrations for behavior cloning, split into train/val by episode.
 
@@ -76,8 +107,9 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `chunk_size`, given by train).
-        target: batches carry TARGET, where the shape to reach is, and REACHED and
-            REACHED_XY, how many of its chain were reached before and where (privileged): on
+        target: batches carry TARGET, where the shape to reach is, REACHED and REACHED_XY,
+            how many of its chain were reached before and where, and REFERENCE and
+            HAS_REFERENCE, where a relation's reference is (privileged): on
             only while a training-only loss uses them (`BCModule.uses_target`).
         objects: batches carry OBJECTS and OBJECT_PAIRS, where every shape is and what it is
             (privileged), likewise (`BCModule.uses_objects`).
@@ -187,6 +219,12 @@ class ReachDataModule(L.LightningDataModule):
             self.tensors[REACHED] = reached_before(self.tensors[TARGET], self.tensors[EPISODE])
             self.tensors[REACHED_XY] = reached_centres(
                 self.tensors[TARGET], self.tensors[EPISODE], self.tensors[REACHED]
+            )
+            self.tensors[REFERENCE], self.tensors[HAS_REFERENCE] = reference_centres(
+                reference_pairs(d.instructions),
+                self.tensors[EPISODE],
+                torch.from_numpy(np.array(d.object_centres)),  # [N,M,2]
+                torch.from_numpy(d.object_pairs.astype(np.int64)),  # [N,M]
             )
         if self.objects:  # per step, for the object losses: every shape's centre and pair
             self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))  # [N,M,2]

@@ -106,11 +106,16 @@ class KeypointEncoder(nn.Module):
         return rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
 
     def locate(
-        self, h: Tensor, cond: Tensor | None = None, num: int | None = None
+        self,
+        h: Tensor,
+        cond: Tensor | None = None,
+        num: int | None = None,
+        bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Hidden features h [B,H*W,C] (+ cond [B,D], or [B,N,D] for N conditionings of each
         image) -> xy [B,(N,)K,2] and the spatial softmax [B,(N,)K,H*W]; only the first `num`
-        keypoints when given (K = num)."""
+        keypoints when given (K = num). A bias [B,H*W] is added to keypoint 0's standardised
+        scores (a relation's, `vla.models.relations`)."""
         weight = rearrange(self.to_scores.weight[:num], "k c 1 1 -> 1 c k")  # [1,C,K]
         if self.film:
             if cond is None:
@@ -123,6 +128,8 @@ class KeypointEncoder(nn.Module):
         scores = (h @ weight).transpose(-1, -2)  # [B,(N,)H*W,C] @ [B,(N,)C,K] -> [B,(N,)K,H*W]
         std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,(N,)K,1]
         scores = (scores - mean) / (std + 1e-5) * self.log_temperature[:num].exp()  # [B,(N,)K,H*W]
+        if bias is not None:  # keypoint 0's row only: [B,H*W] -> [B,K,H*W]
+            scores = scores + nn.functional.pad(bias[:, None], (0, 0, 0, scores.shape[-2] - 1))
         where = scores.softmax(dim=-1)  # [B,(N,)K,H*W]
         return where @ self.grid_xy, where  # [B,(N,)K,H*W] @ [H*W,2] -> [B,(N,)K,2]
 

@@ -51,6 +51,7 @@ from vla.models.parts import SHARED_SIZES, build_part
 from vla.models.pointer import Pointer
 from vla.models.readout import Readout
 from vla.models.referents import ReferentSelector
+from vla.models.relations import RelationalKeypoint
 from vla.models.state_encoder import StateEncoder
 from vla.models.text_encoder import TextEncoder
 from vla.models.tokenizer import Tokenizer
@@ -69,6 +70,7 @@ class Encoding(NamedTuple):
     pointer_logits: Tensor | None = None  # [B,No] over the objects (None: no pointer)
     referents_xy: Tensor | None = None  # [B,R,2] each referent's keypoint (None: no selector)
     done_logits: Tensor | None = None  # [B,R] logit of P(each referent reached) (None: no selector)
+    reference_xy: Tensor | None = None  # [B,2] a relation's reference (None: no relations)
     weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
 
 
@@ -113,6 +115,8 @@ class VLAPolicy(nn.Module):
         referents: optional selector of the first referent not yet reached, which then
             conditions the keypoints, FiLM and readout instead of all the words pooled
             (needs `keypoints` with film: their detector tells whether a referent is done).
+        relations: optional relational keypoint: keypoint 0 scored by each pixel's offset
+            from a reference found under the words that name it (needs `keypoints` with film).
     """
 
     def __init__(
@@ -144,6 +148,7 @@ class VLAPolicy(nn.Module):
         objects: Part | None = None,
         pointer: Part | None = None,
         referents: Part | None = None,
+        relations: Part | None = None,
     ):
         super().__init__()
         if pointer is not None and objects is None:
@@ -151,6 +156,10 @@ class VLAPolicy(nn.Module):
         if referents is not None and (keypoints is None or not keypoints.keywords.get("film")):
             raise ConfigError(
                 "model/referents read keypoint maps: they need model/keypoints with film"
+            )
+        if relations is not None and (keypoints is None or not keypoints.keywords.get("film")):
+            raise ConfigError(
+                "model/relations bias keypoint 0: they need model/keypoints with film"
             )
         if chunk_size < 1:
             raise ConfigError(f"chunk_size={chunk_size} must be >= 1")
@@ -182,6 +191,7 @@ class VLAPolicy(nn.Module):
                     f"model.referents.keypoint={self.referents.keypoint} needs more than "
                     f"model.keypoints.num_keypoints={self.keypoints.num_keypoints} keypoints"
                 )
+        self.relations: RelationalKeypoint | None = optional("relations", relations)
         self.encoder: TransformerEncoder = build("encoder", encoder, depth=depth)
         self.readout: Readout = build("readout", readout)
         self.head: ActionHead = build("head", head)
@@ -271,9 +281,13 @@ class VLAPolicy(nn.Module):
         state_tok = self.state_encoder(self.normalizer.normalize_state(state))  # [B,S] -> [B,1,D]
         visible = torch.zeros(B, 1, dtype=torch.bool, device=image.device)
         seq, masks = [patches + te["image"]], [visible.expand(B, patches.shape[1])]
-        xy = None
+        xy = reference_xy = bias = None
+        if self.relations is not None:  # keypoint 0 under the reference's words, then biased
+            said_reference = self.relations.reference(words, pad_mask)  # [B,D]
+            reference_xy = self.keypoints.locate(hidden, said_reference, num=1)[0][:, 0]  # [B,2]
+            bias = self.relations(self.keypoints.grid_xy, reference_xy, instruction)  # [B,H*W]
         if self.keypoints is not None:
-            xy, _ = self.keypoints.locate(hidden, instruction)  # [B,H*W,C] -> [B,K,2]
+            xy, _ = self.keypoints.locate(hidden, instruction, bias=bias)  # [B,H*W,C] -> [B,K,2]
             points = self.keypoints.embed(xy)  # [B,K,2] -> [B,K,D]
             seq.append(points + te["keypoints"])
             masks.append(visible.expand(B, points.shape[1]))
@@ -303,7 +317,9 @@ class VLAPolicy(nn.Module):
             objects_out = x[:, self.token_layout(tokens.shape[1])["objects"]]  # [B,No,D]
             logits, pointed = self.pointer(features, objects_out, objects_xy)  # [B,No], [B,D]
             features = features + pointed[:, None]  # [B,R,D]
-        return Encoding(features, xy, objects_xy, objects, logits, referents_xy, done, weights)
+        return Encoding(
+            features, xy, objects_xy, objects, logits, referents_xy, done, reference_xy, weights
+        )
 
     def forward(self, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
         """Behavior-cloning loss on a batch (keys from `vla.keys`; actions in env units)."""

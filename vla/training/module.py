@@ -18,11 +18,13 @@ from vla.envs.grammar import COLOURS, PAIRS, SHAPES
 from vla.errors import ConfigError
 from vla.keys import (
     ACTION,
+    HAS_REFERENCE,
     IMAGE,
     OBJECT_PAIRS,
     OBJECTS,
     REACHED,
     REACHED_XY,
+    REFERENCE,
     STATE,
     TARGET,
     TOKENS,
@@ -90,6 +92,14 @@ def referent_keypoint_loss(
     return (err * asked).sum() / asked.sum().clamp(min=1.0)
 
 
+def reference_keypoint_loss(xy: torch.Tensor, reference: torch.Tensor, has: torch.Tensor):
+    """Squared distance of the reference's keypoint xy [B,2] (image coordinates) from the
+    shape a relation names, reference [B,2] (arena units), over the steps that have one
+    (has [B]). Zero when none of the batch does."""
+    has = has.to(xy.dtype)
+    return (image_distance2(xy, reference) * has).sum() / has.sum().clamp(min=1.0)
+
+
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
 PAIR_ATTRIBUTES = torch.tensor([(list(COLOURS).index(c), SHAPES.index(s)) for c, s in PAIRS])
 
@@ -142,6 +152,9 @@ class BCModule(L.LightningModule):
             selector's `keypoint`) onto its shape once that shape was reached, and, with the
             selector's own detector, the referent to reach now onto its shape (0: off; needs
             model/referents).
+        reference_keypoint_weight: weight of a loss pulling the relational keypoint's
+            reference onto the shape a relation instruction names ("the red circle" of "the
+            shape nearest the red circle"; 0: off; needs model/relations).
     """
 
     def __init__(
@@ -159,6 +172,7 @@ class BCModule(L.LightningModule):
         object_attribute_weight: float = 0.0,
         referent_done_weight: float = 0.0,
         referent_keypoint_weight: float = 0.0,
+        reference_keypoint_weight: float = 0.0,
     ):
         super().__init__()
         if nonfinite not in ("raise", "skip"):
@@ -184,6 +198,12 @@ class BCModule(L.LightningModule):
                 "model/referents",
                 policy.referents,
             ),
+            (
+                "reference_keypoint_weight",
+                reference_keypoint_weight,
+                "model/relations",
+                policy.relations,
+            ),
         ]:
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
@@ -193,6 +213,7 @@ class BCModule(L.LightningModule):
         self.object_attribute_weight = object_attribute_weight
         self.referent_done_weight = referent_done_weight
         self.referent_keypoint_weight = referent_keypoint_weight
+        self.reference_keypoint_weight = reference_keypoint_weight
         if object_attribute_weight > 0:  # object tokens [B,K,D] -> colour, kind logits
             self.colour_probe = nn.Linear(policy.d_model, len(COLOURS))
             self.shape_probe = nn.Linear(policy.d_model, len(SHAPES))
@@ -210,11 +231,11 @@ class BCModule(L.LightningModule):
 
     @property
     def uses_target(self) -> bool:
-        """Whether batches must carry TARGET, REACHED and REACHED_XY (the shape to reach now,
-        the shapes reached before)."""
+        """Whether batches must carry TARGET, REACHED, REACHED_XY, REFERENCE and HAS_REFERENCE
+        (the shape to reach now, the shapes reached before, a relation's reference)."""
         weights = self.target_keypoint_weight, self.target_position_weight
         referents = self.referent_done_weight, self.referent_keypoint_weight
-        return self.uses_objects or max(*weights, *referents) > 0
+        return self.uses_objects or max(*weights, *referents, self.reference_keypoint_weight) > 0
 
     @property
     def uses_objects(self) -> bool:
@@ -259,6 +280,12 @@ class BCModule(L.LightningModule):
             )
             loss = loss + self.referent_keypoint_weight * aux
             logs = logs | {"referent_keypoint_mse": aux.detach()}
+        if self.reference_keypoint_weight > 0:
+            aux = reference_keypoint_loss(
+                encoding.reference_xy, batch[REFERENCE], batch[HAS_REFERENCE]
+            )
+            loss = loss + self.reference_keypoint_weight * aux
+            logs = logs | {"reference_keypoint_mse": aux.detach()}
         if self.uses_objects:
             pointer = encoding.pointer_logits if self.pointer_weight > 0 else None
             attributes = None
