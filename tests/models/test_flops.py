@@ -63,3 +63,18 @@ def test_a_query_costs_more_than_a_training_pass_only_for_sampling_and_decoding(
     ar = make_policy("tiny", "model/head=autoregressive", "model.chunk_size=3").head
     assert ar.predict_flops() == sum(ar._pass_flops(j) for j in range(1, 7))
     assert ar.predict_flops() > 3 * ar.flops()  # 6 passes, of 3.5 positions on average
+
+
+def test_the_relational_keypoint_costs_what_it_counts(make_policy, make_batch):
+    """Counted with and without model/relations, the difference is its own count (too small
+    a share of the whole for the test above to see)."""
+    plain = make_policy("tiny", "model.attn_impl=naive").eval()
+    rel = make_policy("tiny", "model.attn_impl=naive", "model/relations=offset").eval()
+    batch = make_batch(plain, batch_size=2)
+    image, state, tokens = batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]
+    extra = counted(lambda: rel.encode(image, state, tokens)) - counted(
+        lambda: plain.encode(image, state, tokens)
+    )
+    assert training_flops(rel, tokens.shape[1]) - training_flops(plain, tokens.shape[1]) == (
+        pytest.approx(extra / 2, rel=0.01)
+    )

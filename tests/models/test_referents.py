@@ -201,6 +201,8 @@ def test_the_selector_can_have_a_detector_of_its_own():
     torch.testing.assert_close(logs["referent_keypoint_mse"], with_target.detach())
     module.model_step(batch)[0].backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in own.parameters())
+    with pytest.raises(ConfigError, match="'shared' or 'own'"):
+        ReferentSelector(d_model=8, hidden=4, detector="bogus")
     with pytest.raises(ConfigError, match="detector=own"):
         build_policy(
             "tiny",

@@ -59,6 +59,8 @@ def test_the_bias_moves_keypoint_0_alone():
     biased, where = kp.locate(h, cond, bias=bias)
     torch.testing.assert_close(biased[:, 0], kp.grid_xy[0].expand(2, 2))
     torch.testing.assert_close(biased[:, 1:], xy[:, 1:])
+    with pytest.raises(ValueError, match="one conditioning"):  # [B,N,D]: whose bias?
+        kp.locate(h, cond[:, None].expand(-1, 3, -1), bias=bias)
 
 
 def test_the_policy_finds_the_reference_with_keypoint_0_and_biases_the_target():

@@ -19,6 +19,10 @@ def encoder_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
     layout = policy.token_layout(num_words)
     conditioning = policy.film.flops() if policy.film is not None else 0
     conditioning += policy.keypoints.flops() if policy.keypoints is not None else 0
+    if policy.relations is not None:  # the reference's map and the bias on keypoint 0's
+        words = layout["text"].stop - layout["text"].start
+        pixels = policy.keypoints.image_size**2
+        conditioning += policy.relations.flops(words, pixels, policy.keypoints.hidden)
     return (
         policy.image_encoder.flops()
         + conditioning

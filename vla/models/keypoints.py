@@ -116,6 +116,8 @@ class KeypointEncoder(nn.Module):
         image) -> xy [B,(N,)K,2] and the spatial softmax [B,(N,)K,H*W]; only the first `num`
         keypoints when given (K = num). A bias [B,H*W] is added to keypoint 0's standardised
         scores (a relation's, `vla.models.relations`)."""
+        if bias is not None and cond is not None and cond.dim() == 3:
+            raise ValueError("locate: a bias [B,H*W] goes with one conditioning [B,D] per image")
         weight = rearrange(self.to_scores.weight[:num], "k c 1 1 -> 1 c k")  # [1,C,K]
         if self.film:
             if cond is None:

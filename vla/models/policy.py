@@ -22,7 +22,9 @@ type embeddings, the token layout, and the conversions between env units and the
 units. Losses that use privileged information (the target-keypoint loss) belong to the
 training recipe (`vla.training.module.BCModule`), which reads the keypoints from `encode`'s
 result. With a referent selector (`vla.models.referents`), the first referent not yet reached
-stands for the pooled words wherever the instruction conditions vision.
+stands for the pooled words wherever the instruction conditions vision; with a relational
+keypoint (`vla.models.relations`), keypoint 0's scores also hear each pixel's offset from a
+reference that keypoint 0 finds under the words that name it.
 
 This file is longer than the others (about 330 lines) on purpose: the picture above, the
 constructor and `encode` are one concept, the token sequence, and a reader follows a token
@@ -183,7 +185,7 @@ class VLAPolicy(nn.Module):
         self.objects: ObjectEncoder | None = optional("objects", objects)
         self.pointer: Pointer | None = optional("pointer", pointer)
         self.referents: ReferentSelector | None = None
-        if referents is not None:  # it reads the keypoint detector's channels
+        if referents is not None:  # the keypoints' detector, unless it has its own
             detector = dict(hidden=self.keypoints.hidden, kernel_size=self.keypoints.kernel_size)
             self.referents = build("referents", referents, **detector)
             if self.referents.keypoint >= self.keypoints.num_keypoints:
@@ -257,8 +259,9 @@ class VLAPolicy(nn.Module):
 
         Returns:
             Encoding: features [B,R,D], keypoints_xy [B,K,2] (with keypoint tokens),
-            objects_xy [B,No,2] and pointer_logits [B,No] (with objects, a pointer) and the
-            weights (when asked).
+            objects_xy [B,No,2] and pointer_logits [B,No] (with objects, a pointer),
+            referents_xy [B,R,2] and done_logits [B,R] (with a selector), reference_xy [B,2]
+            (with relations) and the weights (when asked).
         """
         B = image.shape[0]
         te = self.type_embed

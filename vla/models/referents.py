@@ -27,9 +27,11 @@ demonstrations record (`bc.referent_done_weight`).
 
 Those maps can come from the policy's keypoint detector (`detector="shared"`: its 32 channels
 and instruction gain then serve the target's keypoint and every referent's, dimmed or not) or
-from a detector of the selector's own (`detector="own"`: a second 7x7 convolution, gain and
-map, which nothing but the selector's losses train; the referent not yet reached is then
-pulled onto the shape to reach as well, since no target loss teaches this detector).
+from a detector of the selector's own (`detector="own"`: a second convolution of the
+keypoints' width and window, gain and map, which no target loss trains: the referent-keypoint
+loss then also pulls the referent to reach now onto its shape, so that its map sits on the
+shape whose dimming it must read before that shape is reached; the action loss reaches it
+through the weights).
 """
 
 from __future__ import annotations

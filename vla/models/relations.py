@@ -9,7 +9,8 @@
 A convolution gained by the words can find "a red circle"; it cannot find "the shape nearest
 the red circle", because nearness is a property of two places, not of one pixel's
 neighbourhood, and pooled as a bag the words amplify the reference they name
-(docs/generalisation.md: "nearest" episodes end on the reference or between two candidates).
+(docs/generalisation.md: failed "nearest" episodes end on the reference or on the other
+candidate).
 Here the reference is found the way keypoint 0 finds any named shape, under the gain of the
 words that name it, and the relation becomes a score over each pixel's offset from it: a
 linear term for "left of" / "above", a squared distance for "nearest", and a bump of width w
@@ -54,6 +55,7 @@ class RelationalKeypoint(nn.Module):
         PAD) -> [B,D]."""
         scores = words @ self.query / self.d_model**0.5  # [B,L,D] @ [D] -> [B,L]
         weights = scores.masked_fill(pad_mask, float("-inf")).softmax(-1)  # [B,L]
+        weights = weights.nan_to_num(0.0)  # an all-PAD instruction pools to zero, not NaN
         return torch.einsum("bl,bld->bd", weights, words)
 
     def terms(self, grid_xy: Tensor, reference_xy: Tensor) -> Tensor:
@@ -69,3 +71,10 @@ class RelationalKeypoint(nn.Module):
         at reference_xy [B,2] and the instruction's vector [B,D]."""
         coefficients = self.to_coefficients(instruction)  # [B,4]
         return torch.einsum("bpt,bt->bp", self.terms(grid_xy, reference_xy), coefficients)
+
+    def flops(self, num_words: int, pixels: int, hidden: int) -> int:
+        """Forward FLOPs for one image: pooling `num_words` words, the reference's map over
+        `pixels` pixels of a detector of `hidden` channels (its gain, scores, expectation),
+        and the bias."""
+        D, P, C = self.d_model, pixels, hidden
+        return 2 * 2 * num_words * D + 2 * D * C + 2 * P * C + 2 * P * 2 + 2 * D * 4 + 2 * P * 4
