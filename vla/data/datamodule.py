@@ -18,7 +18,8 @@ from vla.data.batches import TensorBatches
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
-from vla.envs.grammar import PAIRS, GrammarError, Name, Relation, parse
+from vla.envs.families import named_pairs
+from vla.envs.grammar import PAIRS, GrammarError, Relation, parse
 from vla.errors import ConfigError
 from vla.keys import (
     ACTION,
@@ -77,8 +78,8 @@ def reference_pairs(instructions: list[str]) -> torch.Tensor:
         except GrammarError:
             referents = ()
         relation = referents[0] if len(referents) == 1 else None
-        ref = relation.reference if isinstance(relation, Relation) else None
-        pairs.append(PAIRS.index((ref.colour, ref.shape)) if isinstance(ref, Name) else -1)
+        named = named_pairs(relation) if isinstance(relation, Relation) else []
+        pairs.append(PAIRS.index(named[0]) if named else -1)
     return torch.tensor(pairs, dtype=torch.long)
 
 
@@ -214,6 +215,9 @@ class ReachDataModule(L.LightningDataModule):
             TOKENS: self.tokenize(d.instructions),
             EPISODE: torch.from_numpy(np.array(d.episode, dtype=np.int64)),
         }
+        if self.target or self.objects:  # every shape's centre [N,M,2] and pair [N,M]
+            centres = torch.from_numpy(np.array(d.object_centres))
+            pairs = torch.from_numpy(d.object_pairs.astype(np.int64))
         if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
             self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
             self.tensors[REACHED] = reached_before(self.tensors[TARGET], self.tensors[EPISODE])
@@ -221,14 +225,10 @@ class ReachDataModule(L.LightningDataModule):
                 self.tensors[TARGET], self.tensors[EPISODE], self.tensors[REACHED]
             )
             self.tensors[REFERENCE], self.tensors[HAS_REFERENCE] = reference_centres(
-                reference_pairs(d.instructions),
-                self.tensors[EPISODE],
-                torch.from_numpy(np.array(d.object_centres)),  # [N,M,2]
-                torch.from_numpy(d.object_pairs.astype(np.int64)),  # [N,M]
+                reference_pairs(d.instructions), self.tensors[EPISODE], centres, pairs
             )
         if self.objects:  # per step, for the object losses: every shape's centre and pair
-            self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))  # [N,M,2]
-            self.tensors[OBJECT_PAIRS] = torch.from_numpy(d.object_pairs.astype(np.int64))  # [N,M]
+            self.tensors[OBJECTS], self.tensors[OBJECT_PAIRS] = centres, pairs
         first_val_step = (
             int(d.episode_start[d.num_episodes - self.val_episodes])
             if (self.val_episodes)

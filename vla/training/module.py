@@ -40,6 +40,12 @@ def image_distance2(guess: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (guess - (2 * target - 1)).square().sum(-1)
 
 
+def masked_distance2(guess: torch.Tensor, target: torch.Tensor, mask: torch.Tensor):
+    """Mean of `image_distance2` over the entries where mask [...] is true (0 if none)."""
+    mask = mask.to(guess.dtype)
+    return (image_distance2(guess, target) * mask).sum() / mask.sum().clamp(min=1.0)
+
+
 def target_position_loss(guess: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean squared distance of a guess [B,2] (image coordinates) from the target [B,2]
     (arena units)."""
@@ -87,17 +93,14 @@ def referent_keypoint_loss(
         now = r[None] == reached[:, None]  # [B,R]
         goal = torch.where(now[..., None], target[:, None], goal)
         asked = asked | now
-    asked = asked.to(xy.dtype)
-    err = image_distance2(xy, goal)  # [B,R]
-    return (err * asked).sum() / asked.sum().clamp(min=1.0)
+    return masked_distance2(xy, goal, asked)
 
 
 def reference_keypoint_loss(xy: torch.Tensor, reference: torch.Tensor, has: torch.Tensor):
     """Squared distance of the reference's keypoint xy [B,2] (image coordinates) from the
     shape a relation names, reference [B,2] (arena units), over the steps that have one
     (has [B]). Zero when none of the batch does."""
-    has = has.to(xy.dtype)
-    return (image_distance2(xy, reference) * has).sum() / has.sum().clamp(min=1.0)
+    return masked_distance2(xy, reference, has)
 
 
 # (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
