@@ -210,3 +210,25 @@ def test_the_selector_can_have_a_detector_of_its_own():
             "model.referents.detector=own",
             "model.referents.keypoint=1",
         )
+
+
+@pytest.mark.parametrize("detach", [False, True])
+def test_detached_words_take_nothing_from_the_maps_losses(detach):
+    """detach=true: what is computed from the referents' maps (their positions, done) sends no
+    gradient into the words, which still condition vision; without it, it does."""
+    torch.manual_seed(0)
+    policy = build_policy(
+        "tiny",
+        "model/referents=first_undone",
+        "model.referents.detector=own",
+        f"model.referents.detach={str(detach).lower()}",
+    )
+    torch.nn.init.normal_(policy.referents.to_done.weight)
+    torch.nn.init.normal_(policy.referents.detector.to_gain.weight)  # zero at the start
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    tokens = policy.tokenizer.encode(["reach the red circle then the blue square"] * 2)
+    enc = policy.encode(image, torch.zeros(2, 4), tokens)
+    (enc.referents_xy.sum() + enc.done_logits.sum()).backward()
+    embedding = policy.text_encoder.embed.weight.grad
+    assert (embedding is not None and embedding.abs().sum() > 0) != detach
+    assert policy.referents.detector.to_gain.weight.grad.abs().sum() > 0

@@ -62,6 +62,9 @@ class ReferentSelector(nn.Module):
             shape to reach; another leaves that one to its task).
         detector: whose maps: "shared", the policy's keypoint detector's, or "own", a
             one-map detector of the selector's (then `keypoint` must be 0).
+        detach: the words reach the maps as constants, so the losses on the maps and on
+            done (and the action loss through them) train the detector and the done read but
+            never the words that also condition vision.
         image_size, kernel_size: the own detector's input side and window (the policy's).
     """
 
@@ -72,6 +75,7 @@ class ReferentSelector(nn.Module):
         read: str = "map",
         keypoint: int = 0,
         detector: str = "shared",
+        detach: bool = False,
         image_size: int = 64,
         kernel_size: int = 7,
     ):
@@ -85,6 +89,7 @@ class ReferentSelector(nn.Module):
                 f"model.referents.keypoint={keypoint} must be >= 0 (0 with detector=own)"
             )
         self.d_model, self.hidden, self.read, self.keypoint = d_model, hidden, read, keypoint
+        self.detach = detach
         self.detector: KeypointEncoder | None = None  # None: the policy's keypoint detector
         if detector == "own":
             self.detector = KeypointEncoder(
@@ -140,7 +145,8 @@ class ReferentSelector(nn.Module):
         if self.detector is not None:
             keypoints, hidden = self.detector, self.detector.features(image)  # [B,H*W,C]
         k = self.keypoint
-        xy, where = keypoints.locate(hidden, refs, num=k + 1)  # [B,R,k+1,(2|H*W)]
+        said = refs.detach() if self.detach else refs  # [B,R,D]
+        xy, where = keypoints.locate(hidden, said, num=k + 1)  # [B,R,k+1,(2|H*W)]
         logits = self.done_logits(hidden, where[:, :, k])  # [B,R]
         return self(refs, valid, torch.sigmoid(logits)), logits, xy[:, :, k]
 
