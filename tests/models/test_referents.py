@@ -232,3 +232,30 @@ def test_detached_words_take_nothing_from_the_maps_losses(detach):
     embedding = policy.text_encoder.embed.weight.grad
     assert (embedding is not None and embedding.abs().sum() > 0) != detach
     assert policy.referents.detector.to_gain.weight.grad.abs().sum() > 0
+
+
+def test_done_can_be_read_from_the_images_colour_at_each_maps_peak():
+    """read=pixel: done is a linear read of the image's RGB (in [0,1]) where each referent's map
+    peaks, so a dimmed shape reads darker whatever its size; a read the selector lacks fails."""
+    torch.manual_seed(0)
+    policy = build_policy(
+        "tiny",
+        "model/referents=first_undone",
+        "model.referents.detector=own",
+        "model.referents.read=pixel",
+    ).eval()
+    own, selector = policy.referents.detector, policy.referents
+    assert selector.to_done.in_features == 3
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    tokens = policy.tokenizer.encode(["reach the red circle then the blue square"] * 2)
+    with torch.no_grad():
+        own.to_gain.weight.normal_()
+        selector.to_done.weight.normal_()
+        enc = policy.encode(image, torch.zeros(2, 4), tokens)
+        refs, _ = selector.pool(policy.text_encoder(tokens)[0], tokens)
+        _, where = own.locate(own.features(image), refs)  # [B,R,1,H*W]
+        peak = where[:, :, 0].argmax(-1)  # [B,R]
+        colour = image.reshape(2, -1, 3)[torch.arange(2)[:, None], peak].float() / 255
+        torch.testing.assert_close(enc.done_logits, selector.to_done(colour)[..., 0])
+    with pytest.raises(ConfigError, match="'peak', 'map' or 'pixel'"):
+        ReferentSelector(d_model=8, hidden=4, read="bogus")

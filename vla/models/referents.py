@@ -2,8 +2,9 @@
 
     words [B,L,D], ids [B,L] ─ mean within each referent ("then" opens one) ─> refs [B,R,D]
     refs ─ KeypointEncoder gain ─> keypoint k's map per referent [B,R,H*W] (k = `keypoint`)
-         ─ the detector's features at the map's peak (read="peak") or pooled by it ("map")
-           [B,R,C] ─ Linear ─ sigmoid ─> done [B,R]
+         ─ the detector's features at the map's peak (read="peak") or pooled by it ("map"),
+           [B,R,C], or the image's colour at the peak ("pixel"), [B,R,3]
+         ─ Linear ─ sigmoid ─> done [B,R]
     weights w_r = (1 - done_r) * prod_{s<r} done_s, the last referent taking what is left
     current referent = sum_r w_r refs_r [B,D]: the vector the keypoints, FiLM and readout use
 
@@ -56,8 +57,9 @@ class ReferentSelector(nn.Module):
     Args:
         d_model: word width.
         hidden: C, channels of the keypoint detector's features it reads "done" from.
-        read: where: "peak", the features at the pixel where each referent's map peaks, or
-            "map", the features pooled by the whole map.
+        read: where: "peak", the features at the pixel where each referent's map peaks,
+            "map", the features pooled by the whole map, or "pixel", the image's colour at
+            the peak (a dimmed shape is darker at its centre whatever its size).
         keypoint: which keypoint's map of each referent is read (0: the one that finds the
             shape to reach; another leaves that one to its task).
         detector: whose maps: "shared", the policy's keypoint detector's, or "own", a
@@ -80,8 +82,8 @@ class ReferentSelector(nn.Module):
         kernel_size: int = 7,
     ):
         super().__init__()
-        if read not in ("peak", "map"):
-            raise ConfigError(f"model.referents.read={read!r} must be 'peak' or 'map'")
+        if read not in ("peak", "map", "pixel"):
+            raise ConfigError(f"model.referents.read={read!r} must be 'peak', 'map' or 'pixel'")
         if detector not in ("shared", "own"):
             raise ConfigError(f"model.referents.detector={detector!r} must be 'shared' or 'own'")
         if keypoint < 0 or (detector == "own" and keypoint != 0):
@@ -97,7 +99,7 @@ class ReferentSelector(nn.Module):
             )
             del self.detector.to_token, self.detector.ids  # its maps are read, never tokens
         self.then_id = default_vocabulary().index("then")
-        self.to_done = nn.Linear(hidden, 1)  # [B,R,C] -> [B,R,1]
+        self.to_done = nn.Linear(3 if read == "pixel" else hidden, 1)  # [B,R,C] -> [B,R,1]
         nn.init.zeros_(self.to_done.weight)  # done = 0.5 everywhere at the start
         nn.init.zeros_(self.to_done.bias)
 
@@ -118,9 +120,10 @@ class ReferentSelector(nn.Module):
         return (tokens == self.then_id).sum(-1) + 1
 
     def done_logits(self, features: Tensor, where: Tensor) -> Tensor:
-        """Logits of P(referent reached) [B,R] from the detector's features [B,H*W,C] and
-        each referent's map where [B,R,H*W]: read at its peak, or pooled by it."""
-        if self.read == "peak":
+        """Logits of P(referent reached) [B,R] from the detector's features (or the image's
+        colours) [B,H*W,C] and each referent's map where [B,R,H*W]: read at its peak, or
+        pooled by it."""
+        if self.read != "map":
             peak = repeat(where.argmax(-1), "b r -> b r c", c=features.shape[-1])
             read = features.gather(1, peak)  # [B,H*W,C] at [B,R] -> [B,R,C]
         else:
@@ -147,7 +150,10 @@ class ReferentSelector(nn.Module):
         k = self.keypoint
         said = refs.detach() if self.detach else refs  # [B,R,D]
         xy, where = keypoints.locate(hidden, said, num=k + 1)  # [B,R,k+1,(2|H*W)]
-        logits = self.done_logits(hidden, where[:, :, k])  # [B,R]
+        read = hidden  # [B,H*W,C]
+        if self.read == "pixel":  # colours in [0,1]
+            read = rearrange(image, "b h w c -> b (h w) c").to(hidden.dtype) / 255
+        logits = self.done_logits(read, where[:, :, k])  # [B,R]
         return self(refs, valid, torch.sigmoid(logits)), logits, xy[:, :, k]
 
     def forward(self, refs: Tensor, valid: Tensor, done: Tensor) -> Tensor:
