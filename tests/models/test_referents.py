@@ -254,6 +254,7 @@ def test_done_can_be_read_from_the_images_colour_at_each_maps_peak():
         enc = policy.encode(image, torch.zeros(2, 4), tokens)
         refs, _ = selector.pool(policy.text_encoder(tokens)[0], tokens)
         _, where = own.locate(own.features(image), refs)  # [B,R,1,H*W]
+        assert where.shape[-1] == 32 * 32  # the maps are at the image's resolution
         peak = where[:, :, 0].argmax(-1)  # [B,R]
         colour = image.reshape(2, -1, 3)[torch.arange(2)[:, None], peak].float() / 255
         torch.testing.assert_close(enc.done_logits, selector.to_done(colour)[..., 0])
