@@ -11,16 +11,8 @@ A training batch is a dict with these keys:
     ACTION_IS_PAD bool   [B,K]      with chunks: True where the chunk ran past its episode
     TARGET       float32 [B,2]      where the shape to reach now is, arena units in [0,1]^2:
                                     privileged; only while a training-only loss uses it
-    REACHED      int64   [B]        how many shapes of its chain were reached before this step
-                                    (0 outside chains): privileged, with TARGET
-    REACHED_XY   float32 [B,C,2]    where those shapes are, in the order reached (C = the most
-                                    any step reached, >= 1; rows past REACHED are 0): likewise
-    REFERENCE    float32 [B,2]      where the shape a relation instruction names as its reference
-                                    is ("the red circle" of "the shape nearest the red circle"),
-                                    arena units; rows of other instructions 0: with TARGET
-    HAS_REFERENCE bool   [B]        whether the step's instruction names one: likewise
     OBJECTS      float32 [B,M,2]    where every shape in the scene is (M = env.num_targets),
-                                    arena units: privileged, with TARGET
+                                    arena units: privileged, only for the object losses
     OBJECT_PAIRS int64   [B,M]          the colour+shape of each (index into grammar.PAIRS),
                                     likewise
 The data module's tensors add one more, per step, to look up each step's tokens and chunk:
@@ -32,10 +24,6 @@ STATE = "state"
 TOKENS = "tokens"
 ACTION = "action"
 TARGET = "target"
-REACHED = "reached"
-REACHED_XY = "reached_xy"
-REFERENCE = "reference"
-HAS_REFERENCE = "has_reference"
 OBJECTS = "objects"
 OBJECT_PAIRS = "object_pairs"
 INSTRUCTION = "instruction"  # raw text, in env observations

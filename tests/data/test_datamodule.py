@@ -9,20 +9,13 @@ import vla.data.datamodule as datamodule_module
 from vla.data.batches import TensorBatches, random_shift
 from vla.data.datamodule import (
     ReachDataModule,
-    reached_before,
-    reached_centres,
-    reference_centres,
-    reference_pairs,
 )
 from vla.data.dataset import DatasetError
 from vla.keys import (
     ACTION,
-    HAS_REFERENCE,
     IMAGE,
     OBJECT_PAIRS,
     OBJECTS,
-    REACHED,
-    REFERENCE,
     STATE,
     TARGET,
     TOKENS,
@@ -112,7 +105,6 @@ def test_batches_carry_privileged_arrays_only_when_a_loss_asks(tmp_path, target,
     dm.setup()
     batch = next(iter(dm.train_dataloader()))
     assert (TARGET in batch, OBJECTS in batch, OBJECT_PAIRS in batch) == (target, objects, objects)
-    assert (REACHED in batch, REFERENCE in batch, HAS_REFERENCE in batch) == (target,) * 3
     if objects:  # every shape of each step's scene: [B,M,2] centres, [B,M] pairs
         assert batch[OBJECTS].shape == (8, ENV["num_targets"], 2)
         assert batch[OBJECT_PAIRS].shape == (8, ENV["num_targets"])
@@ -168,52 +160,3 @@ def test_non_finite_action_labels_are_refused_where_training_reads_them(tmp_path
         fresh.setup("fit")
 
 
-def test_reached_counts_the_targets_moves_within_each_episode():
-    # episode 0: a chain, its target moves once; episode 1 starts where 0 ended, moves twice
-    a, b, c = [0.1, 0.1], [0.5, 0.5], [0.9, 0.2]
-    target = torch.tensor([a, a, b, b, b, a, c, c, b])
-    episode = torch.tensor([0, 0, 0, 0, 0, 1, 1, 1, 1])
-    reached = reached_before(target, episode)
-    assert reached.tolist() == [0, 0, 1, 1, 1, 0, 1, 1, 2]
-    o = [0.0, 0.0]  # nothing reached in that row
-    expected = [[o, o], [o, o], [a, o], [a, o], [a, o], [o, o], [a, o], [a, o], [a, c]]
-    torch.testing.assert_close(reached_centres(target, episode, reached), torch.tensor(expected))
-
-
-def test_reached_is_the_envs_own_count_on_expert_chains():
-    """Read off the targets an expert rollout records, the count is the env's targets_reached."""
-    from vla.envs.expert import expert_action
-    from vla.envs.reach import ReachEnv
-
-    env = ReachEnv(**ENV, families=["sequence"])
-    targets, episodes, truth = [], [], []
-    for seed in range(4):
-        _, info = env.reset(seed=seed)
-        done = False
-        while not done:
-            targets.append(env.target_position.copy())
-            episodes.append(seed)
-            truth.append(info["targets_reached"])
-            _, _, terminated, truncated, info = env.step(expert_action(env))
-            done = terminated or truncated
-    count = reached_before(torch.tensor(np.array(targets)), torch.tensor(episodes))
-    assert count.tolist() == truth and max(truth) >= 1
-
-
-def test_the_reference_is_the_shape_nearest_to_which_the_target_is():
-    """For "the shape nearest the X", the env's target is the shape nearest the reference the
-    labels give, among the others: the labels find the shape the words name."""
-    from vla.envs.reach import ReachEnv
-
-    env = ReachEnv(**ENV, families=["relation"], relation_words=["nearest"])
-    for seed in range(8):
-        obs, _ = env.reset(seed=seed)
-        pair = reference_pairs([obs["instruction"]])
-        centres = torch.as_tensor(env.object_centres)[None]  # [1,M,2]
-        xy, has = reference_centres(pair, torch.zeros(1, dtype=torch.long), centres,
-                                    torch.as_tensor(env.object_pairs)[None])  # fmt: skip
-        assert has.item()
-        distance = (centres[0] - xy).norm(dim=-1)  # [M]
-        distance[distance.argmin()] = float("inf")  # the reference itself
-        target = torch.as_tensor(env.target_position)
-        torch.testing.assert_close(centres[0, distance.argmin()], target)

@@ -135,7 +135,17 @@ def test_invalid_arguments_fail_at_construction():
         MultiHeadAttention(64, 4)(torch.randn(1, 2, 64), torch.randn(1, 3, 64), causal=True)
 
 
-def test_flops_formula():
-    mha = MultiHeadAttention(64, 4)
+@pytest.mark.parametrize("attn_impl", ["naive", "sdpa"])
+def test_torch_counts_the_textbook_flops_of_self_attention(attn_impl):
+    """Four D x D projections (8TD^2) and two T x T x D products (4T^2 D). Torch counts
+    nothing for the CPU's fused kernel, so an sdpa layer is counted on its written-out path."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from vla.models.flops import naive_attention
+
     T, D = 10, 64
-    assert mha.flops(T) == 8 * T * D * D + 4 * T * T * D
+    mha = MultiHeadAttention(D, 4, attn_impl=attn_impl)
+    with FlopCounterMode(display=False) as counter, torch.no_grad(), naive_attention(mha):
+        mha(torch.randn(1, T, D))
+    assert mha.attn_impl == attn_impl
+    assert counter.get_total_flops() == 8 * T * D * D + 4 * T * T * D

@@ -2,12 +2,11 @@ import pytest
 import torch
 
 from vla.errors import ConfigError
-from vla.models.film import FiLM, masked_mean
-from vla.models.image_encoder import ImageEncoder, normalize_pixels
+from vla.models.image_encoder import FiLM, ImageEncoder, normalize_pixels
 from vla.models.positions import PositionEmbedding1D, PositionEmbedding2D, sinusoidal_1d
 from vla.models.readout import Readout
 from vla.models.state_encoder import StateEncoder
-from vla.models.text_encoder import TextEncoder
+from vla.models.text_encoder import TextEncoder, masked_mean
 from vla.models.tokenizer import Tokenizer
 
 
@@ -66,7 +65,9 @@ def test_coordinate_features_tell_identical_patches_apart():
 def test_modulation_touches_content_but_not_positions():
     image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
     enc = ImageEncoder(32, 8, 24, coord_features=True, pos_emb="learned")
-    zeroed = enc(image, modulate=lambda content: content * 0)  # all content removed
+    film = FiLM(24)
+    torch.nn.init.constant_(film.to_gamma_beta.bias[:24], -1.0)  # gamma = -1: content * 0
+    zeroed = enc(image, film, torch.zeros(2, 24))  # all content removed
     positions = enc.pos(enc.coord_embed(enc.coord_patches).expand(2, -1, -1))
     assert torch.allclose(zeroed, positions)
     assert not torch.allclose(enc(image), zeroed)
@@ -96,19 +97,21 @@ def test_state_encoder_is_one_token():
         StateEncoder(4, 16)(torch.randn(3, 5))
 
 
-def test_film_starts_as_identity_and_ignores_padding():
+def test_film_starts_as_identity_and_the_pooled_instruction_ignores_padding():
     torch.manual_seed(0)
     film = FiLM(16)
     patches, words = torch.randn(2, 9, 16), torch.randn(2, 5, 16)
     pad = torch.tensor([[False, False, False, True, True]] * 2)
-    assert torch.equal(film(patches, words, pad), patches)
-    torch.testing.assert_close(masked_mean(words, pad), words[:, :3].mean(1))
+    cond = masked_mean(words, pad)  # [B,D]
+    torch.testing.assert_close(cond, words[:, :3].mean(1))
+    assert torch.equal(film(patches, cond), patches)
     torch.nn.init.normal_(film.to_gamma_beta.weight)
-    out = film(patches, words, pad)
-    assert not torch.allclose(out, patches)
+    out = film(patches, cond)
+    gamma, beta = film.to_gamma_beta(cond).chunk(2, dim=-1)  # [B,D] each
+    torch.testing.assert_close(out, patches * (1 + gamma[:, None]) + beta[:, None])
     junk = words.clone()
     junk[:, 3:] = 100.0  # what sits in PAD positions must not matter
-    torch.testing.assert_close(film(patches, junk, pad), out)
+    torch.testing.assert_close(film(patches, masked_mean(junk, pad)), out)
 
 
 @pytest.mark.parametrize("mode", ["self", "cross"])
@@ -127,8 +130,6 @@ def test_readout_shapes(mode):
 
 
 def test_blocks_over_the_words_make_the_pooled_instruction_depend_on_their_order():
-    from vla.models.film import masked_mean
-
     torch.manual_seed(0)
     tok = Tokenizer()
     ids = tok.encode(["reach the red circle then the blue square"] * 2)
@@ -137,14 +138,14 @@ def test_blocks_over_the_words_make_the_pooled_instruction_depend_on_their_order
         enc = TextEncoder(d_model=16, depth=depth)  # learned positions: order is there
         pooled = [masked_mean(*enc(t)) for t in (ids[:1], swapped)]  # [1,D] each
         assert torch.allclose(*pooled, atol=1e-6) != order_matters
-    assert TextEncoder(16, depth=2).flops(5) == 2 * TextEncoder(16, depth=1).flops(5) > 0
 
 
 def test_referent_positions_count_within_each_referent():
     torch.manual_seed(0)
     tok = Tokenizer()
     ids = tok.encode(["reach the red circle then the blue square then the green star"])
-    enc = TextEncoder(d_model=16, referent_positions=True, referent_jitter=3).eval()
+    then = tok.word_to_id["then"]
+    enc = TextEncoder(16, referent_positions=True, referent_jitter=3, then_id=then).eval()
     number = torch.tensor([0] * 4 + [1] * 4 + [2] * 4)  # "then" opens a referent
     within = torch.tensor([0, 1, 2, 3] * 3)  # the position inside it
     expected = enc.referent_embed.weight[number] + enc.pos.table[within]  # [12,D]
@@ -162,4 +163,26 @@ def test_referent_positions_count_within_each_referent():
         shifts.add(int(shift[0]))
     assert shifts == {0, 1, 2, 3}
     with pytest.raises(ConfigError, match="referent_jitter=-1"):
-        TextEncoder(d_model=16, referent_positions=True, referent_jitter=-1)
+        TextEncoder(d_model=16, referent_positions=True, referent_jitter=-1, then_id=then)
+    with pytest.raises(ConfigError, match="has no 'then'"):
+        TextEncoder(d_model=16, referent_positions=True)
+
+
+def test_referents_open_at_the_tokenizers_own_then(make_policy):
+    """A custom vocabulary moves "then": the policy hands the text encoder its id."""
+    from vla.models.tokenizer import default_vocabulary
+
+    vocab = default_vocabulary()
+    vocab.remove("then")
+    vocab.insert(2, "then")  # a vocabulary of the same words, "then" at id 2
+    words = ",".join(repr(w) for w in vocab)
+    policy = make_policy(
+        "tiny", "model.text_encoder.referent_positions=true", f"model.tokenizer.vocab=[{words}]"
+    )
+    enc = policy.text_encoder.eval()
+    ids = policy.tokenizer.encode(["reach the red circle then the blue square"])
+    assert ids[0, 4] == 2
+    number = torch.tensor([0] * 4 + [1] * 4)  # "then" opens referent 1
+    within = torch.tensor([0, 1, 2, 3] * 2)
+    expected = enc.referent_embed.weight[number] + enc.pos.table[within]
+    torch.testing.assert_close(enc.referent_codes(ids)[0], expected)

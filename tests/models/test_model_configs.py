@@ -32,8 +32,8 @@ def test_config_composes_instantiates_and_runs(
     ("override", "check"),
     [
         ("model/film=none", lambda p: p.film is None),
-        ("model/keypoints=none", lambda p: p.keypoints is None and "keypoints" not in p.token_layout()),
-        ("model.keypoints.hidden=16", lambda p: p.keypoints.detect.out_channels == 16),
+        ("model/keypoints=none", lambda p: "keypoints" not in p.sources and "keypoints" not in p.token_layout()),
+        ("model.keypoints.hidden=16", lambda p: p.sources["keypoints"].detect.out_channels == 16),
         ("model.image_encoder.coord_features=false", lambda p: not p.image_encoder.coord_features),
         ("model/head=continuous", lambda p: type(p.head).__name__ == "ContinuousHead"),
         ("model/head=autoregressive", lambda p: type(p.head).__name__ == "AutoregressiveHead"),

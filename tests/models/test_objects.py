@@ -7,7 +7,6 @@ import torch
 
 from vla.errors import ConfigError
 from vla.models.objects import ObjectEncoder, where_features
-from vla.models.pointer import Pointer
 from vla.models.positions import pixel_coordinates
 
 
@@ -20,8 +19,9 @@ def test_slots_are_expected_pixel_coordinates_and_tokens_have_the_right_shape():
     torch.testing.assert_close(where.sum(-1), torch.ones(3, 5))
     grid = pixel_coordinates(16).reshape(256, 2)
     torch.testing.assert_close(xy, torch.einsum("bkp,pc->bkc", where, grid))
-    tokens, xy2 = enc(image)
-    assert tokens.shape == (3, 5, 32) and torch.equal(xy, xy2)
+    tokens, outputs = enc(image, torch.zeros(3, 32))
+    assert tokens.shape == (3, 5, 32) and torch.equal(xy, outputs["objects_xy"])
+    assert torch.equal(outputs["object_tokens"], tokens)
 
 
 def test_a_single_bright_pixel_draws_every_slot_to_it_as_the_temperature_rises():
@@ -53,7 +53,7 @@ def test_one_attention_score_over_where_features_is_minus_a_squared_distance():
 
 def test_the_pointer_points_at_the_position_of_the_object_it_scores_highest():
     torch.manual_seed(0)
-    pointer = Pointer(d_model=4)
+    pointer = ObjectEncoder(image_size=8, num_slots=3, d_model=4, hidden=2, kernel_size=1)
     with torch.no_grad():
         pointer.to_q.weight.copy_(torch.eye(4) * 100)
         pointer.to_q.bias.zero_()
@@ -64,9 +64,12 @@ def test_the_pointer_points_at_the_position_of_the_object_it_scores_highest():
     objects = torch.eye(4)[None, :3]  # three objects, one-hot
     readout = torch.eye(4)[None, None, 1]  # asks for object 1
     xy = torch.tensor([[[0.1, 0.2], [-0.7, 0.5], [0.3, 0.3]]])
-    logits, feature = pointer(readout, objects, xy)
-    assert logits.argmax(-1).item() == 1
-    torch.testing.assert_close(feature[0, :2], xy[0, 1], atol=1e-4, rtol=0)
+    outputs = {"objects_xy": xy}
+    features = pointer.read(readout, objects, outputs)  # [1,1,4]
+    assert outputs["pointer_logits"].argmax(-1).item() == 1
+    torch.testing.assert_close(
+        features[0, 0] - readout[0, 0], torch.tensor([-0.7, 0.5, 0, 0]), atol=1e-4, rtol=0
+    )
 
 
 def test_bad_sizes_are_refused_naming_the_value():

@@ -11,7 +11,7 @@ from vla import keys
 from vla.errors import ConfigError
 from vla.eval.runner import PolicyRunner
 from vla.models.heads.base import mean_over_real_steps
-from vla.training.module import BCModule, target_keypoint_loss
+from vla.training.module import BCModule, image_mse
 
 
 def module_for(policy, weight=0.0) -> BCModule:
@@ -23,13 +23,13 @@ def test_the_target_keypoint_loss_is_added_by_the_recipe_alone():
     batch = random_batch(policy)
     action_loss, _ = policy(batch)  # the policy knows nothing of the target
     loss, logs, encoding = module_for(policy, weight=0.5).model_step(batch)
-    aux = target_keypoint_loss(encoding.keypoints_xy, batch[keys.TARGET])
+    aux = image_mse(encoding.outputs["keypoints_xy"][:, 0], batch)
     torch.testing.assert_close(loss, action_loss + 0.5 * aux, rtol=0, atol=1e-6)
     assert torch.equal(logs["target_keypoint_mse"], aux.detach())
     # keypoint 0 at the image's centre (0, 0) and a target at the arena's (0.75, 0.25):
     # 2 * target - 1 = (0.5, -0.5), a squared distance of 0.5
-    xy = torch.zeros(1, 3, 2)
-    assert target_keypoint_loss(xy, torch.tensor([[0.75, 0.25]])).item() == pytest.approx(0.5)
+    xy = torch.zeros(1, 2)
+    assert image_mse(xy, {keys.TARGET: torch.tensor([[0.75, 0.25]])}).item() == pytest.approx(0.5)
     without = {k: v for k, v in batch.items() if k != keys.TARGET}  # off: no TARGET needed
     loss, logs, _ = module_for(policy).model_step(without)
     assert torch.equal(loss, action_loss) and "target_keypoint_mse" not in logs

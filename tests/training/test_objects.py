@@ -79,15 +79,19 @@ def test_the_recipe_adds_the_object_losses_with_their_weights():
     assert module.uses_target and module.uses_objects
     assert not BCModule(policy, torch.optim.AdamW).uses_objects
     loss, logs, enc = module.model_step(batch)
-    aux = object_losses(enc.objects_xy, enc.pointer_logits, batch[keys.OBJECTS], batch[keys.TARGET])
+    xy, logits = enc.outputs["objects_xy"], enc.outputs["pointer_logits"]
+    aux = object_losses(xy, logits, batch[keys.OBJECTS], batch[keys.TARGET])
     torch.testing.assert_close(loss, action_loss + 0.5 * aux["slot_mse"] + 2.0 * aux["pointer_ce"])
-    assert enc.objects_xy.shape == (4, 6, 2) and enc.pointer_logits.shape == (4, 6)
+    assert xy.shape == (4, 6, 2) and logits.shape == (4, 6)
     module = BCModule(policy, torch.optim.AdamW, object_attribute_weight=3.0)
     batch[keys.OBJECT_PAIRS] = torch.tensor([[0, 4, 8]] * 4)  # red circle, green square, ...
     loss, logs, enc = module.model_step(batch)
     assert logs["attribute_ce"] > 0 and 0 <= logs["attribute_accuracy"] <= 1
     torch.testing.assert_close(loss, action_loss + 3.0 * logs["attribute_ce"])
-    with pytest.raises(ConfigError, match="bc.pointer_weight=1.0 needs model/pointer"):
+    with pytest.raises(ConfigError, match=r"bc.pointer_weight=1.0 needs model.objects.pointer"):
+        no_pointer = build_policy("tiny", "model/objects=slots", "model.objects.pointer=false")
+        BCModule(no_pointer, torch.optim.AdamW, pointer_weight=1.0)
+    with pytest.raises(ConfigError, match=r"need model/objects"):
         BCModule(build_policy("tiny"), torch.optim.AdamW, pointer_weight=1.0)
     with pytest.raises(ConfigError, match="bc.object_slot_weight=-1 must be >= 0"):
         BCModule(policy, torch.optim.AdamW, object_slot_weight=-1)

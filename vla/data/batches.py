@@ -17,13 +17,9 @@ from vla.keys import (
     ACTION,
     ACTION_IS_PAD,
     EPISODE,
-    HAS_REFERENCE,
     IMAGE,
     OBJECT_PAIRS,
     OBJECTS,
-    REACHED,
-    REACHED_XY,
-    REFERENCE,
     STATE,
     TARGET,
     TOKENS,
@@ -36,9 +32,8 @@ class TensorBatches:
     Args:
         tensors: IMAGE uint8 [N,H,W,3], STATE [N,S], ACTION [N,A], TOKENS [E,L] (one row per
             episode), EPISODE [N] (the episode of each step, to look up its tokens) and,
-            optionally, TARGET [N,2], REACHED [N], REACHED_XY [N,C,2], REFERENCE [N,2] and
-            HAS_REFERENCE [N] (where the shape to reach is, how many were reached before and
-            where, a relation's reference; batches carry them if present).
+            optionally, TARGET [N,2] (where the shape to reach now is), OBJECTS [N,M,2] and
+            OBJECT_PAIRS [N,M] (every shape's centre and pair): batches carry them if present.
         indices: the steps this iterable covers.
         shuffle: reshuffle every epoch (seeded, so runs are reproducible).
         shift: random-shift augmentation in pixels (0 disables); edges are replicated.
@@ -118,10 +113,6 @@ class TensorBatches:
             }
             if TARGET in self.tensors:  # the named target's position, for auxiliary losses
                 batch[TARGET] = self.tensors[TARGET][b]  # [B,2]
-                batch[REACHED] = self.tensors[REACHED][b]  # [B]
-                batch[REACHED_XY] = self.tensors[REACHED_XY][b]  # [B,C,2]
-                batch[REFERENCE] = self.tensors[REFERENCE][b]  # [B,2]
-                batch[HAS_REFERENCE] = self.tensors[HAS_REFERENCE][b]  # [B]
             if OBJECTS in self.tensors:  # every shape's position and what it is, likewise
                 batch[OBJECTS] = self.tensors[OBJECTS][b]  # [B,M,2]
                 batch[OBJECT_PAIRS] = self.tensors[OBJECT_PAIRS][b]  # [B,M]

@@ -18,81 +18,10 @@ from vla.data.batches import TensorBatches
 from vla.data.dataset import Demos, check_labels, dataset_path, load_demos
 from vla.data.prepare import ensure_demos
 from vla.envs.config import env_kwargs_of
-from vla.envs.families import named_pairs
-from vla.envs.grammar import PAIRS, GrammarError, Relation, parse
 from vla.errors import ConfigError
-from vla.keys import (
-    ACTION,
-    EPISODE,
-    HAS_REFERENCE,
-    IMAGE,
-    OBJECT_PAIRS,
-    OBJECTS,
-    REACHED,
-    REACHED_XY,
-    REFERENCE,
-    STATE,
-    TARGET,
-    TOKENS,
-)
+from vla.keys import ACTION, EPISODE, IMAGE, OBJECT_PAIRS, OBJECTS, STATE, TARGET, TOKENS
 
 log = logging.getLogger(__name__)
-
-
-def reached_before(target: torch.Tensor, episode: torch.Tensor) -> torch.Tensor:
-    """How many shapes each step's episode had reached before it: target [N,2] (the shape to
-    reach at each step, episodes contiguous and in order), episode [N] -> [N], the times the
-    target changed since the episode's first step (the env moves it on when one is reached)."""
-    moved = torch.zeros_like(episode)
-    same_episode = episode[1:] == episode[:-1]  # [N-1]
-    moved[1:] = ((target[1:] != target[:-1]).any(-1) & same_episode).long()
-    count = moved.cumsum(0)  # [N], over all episodes
-    _, length = torch.unique_consecutive(episode, return_counts=True)  # steps per episode [E]
-    first = torch.cumsum(length, 0) - length  # each episode's first step [E]
-    return count - count[first].repeat_interleave(length)  # restart at each episode
-
-
-def reached_centres(target: torch.Tensor, episode: torch.Tensor, reached: torch.Tensor):
-    """Where the shapes each step's episode had reached before it are: target [N,2], episode
-    [N], reached [N] (`reached_before`) -> [N,C,2], row r the target of the episode's stage r
-    (C = the most reached, at least 1; rows r >= reached are 0)."""
-    C = max(int(reached.max()), 1)
-    _, ep = torch.unique_consecutive(episode, return_inverse=True)  # [N]: 0..E-1
-    begins = torch.ones_like(reached, dtype=torch.bool)  # [N]: a stage's first step
-    begins[1:] = (reached[1:] != reached[:-1]) | (episode[1:] != episode[:-1])
-    starts = begins.nonzero()[:, 0]
-    first = torch.zeros(int(ep.max()) + 1, C + 1, dtype=torch.long)  # [E,C+1]
-    first[ep[starts], reached[starts]] = starts  # stage r of episode e begins at first[e,r]
-    before = torch.arange(C) < reached[:, None]  # [N,C]
-    return target[first[ep, :C]] * before[..., None]  # [N,C,2]
-
-
-def reference_pairs(instructions: list[str]) -> torch.Tensor:
-    """The colour+shape pair each instruction names as a relation's reference ("the red
-    circle" of "the shape nearest the red circle"): [E], an index into grammar.PAIRS, or -1
-    (no relation, a reference that is no pair, or text outside the grammar)."""
-    pairs = []
-    for text in instructions:
-        try:
-            referents = parse(text).referents
-        except GrammarError:
-            referents = ()
-        relation = referents[0] if len(referents) == 1 else None
-        named = named_pairs(relation) if isinstance(relation, Relation) else []
-        pairs.append(PAIRS.index(named[0]) if named else -1)
-    return torch.tensor(pairs, dtype=torch.long)
-
-
-def reference_centres(
-    pair: torch.Tensor, episode: torch.Tensor, centres: torch.Tensor, pairs: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Where each step's reference shape is: pair [E] (`reference_pairs`), episode [N], every
-    shape's centre centres [N,M,2] and pair pairs [N,M] -> [N,2] (0 where none) and [N]
-    (whether the step has one in its scene)."""
-    match = pairs == pair[episode][:, None]  # [N,M]
-    has = match.any(-1) & (pair[episode] >= 0)  # [N]
-    where = centres[torch.arange(len(episode)), match.long().argmax(-1)]  # [N,2]
-    return where * has[:, None], has
 
 
 class ReachDataModule(L.LightningDataModule):
@@ -108,10 +37,8 @@ class ReachDataModule(L.LightningDataModule):
         tokenize: turns instruction strings into token ids [E,L]; the policy's tokenizer.
         shuffle_seed: seeds the batch order and augmentation (the run's seed).
         chunk_size: actions per training target (the policy's `chunk_size`, given by train).
-        target: batches carry TARGET, where the shape to reach is, REACHED and REACHED_XY,
-            how many of its chain were reached before and where, and REFERENCE and
-            HAS_REFERENCE, where a relation's reference is (privileged): on
-            only while a training-only loss uses them (`BCModule.uses_target`).
+        target: batches carry TARGET, where the shape to reach now is (privileged): on only
+            while a training-only loss uses it (`BCModule.uses_target`).
         objects: batches carry OBJECTS and OBJECT_PAIRS, where every shape is and what it is
             (privileged), likewise (`BCModule.uses_objects`).
         prepare_per_node: collect missing demonstrations once per node (a node-local `dir`)
@@ -215,20 +142,11 @@ class ReachDataModule(L.LightningDataModule):
             TOKENS: self.tokenize(d.instructions),
             EPISODE: torch.from_numpy(np.array(d.episode, dtype=np.int64)),
         }
-        if self.target or self.objects:  # every shape's centre [N,M,2] and pair [N,M]
-            centres = torch.from_numpy(np.array(d.object_centres))
-            pairs = torch.from_numpy(d.object_pairs.astype(np.int64))
         if self.target:  # per step, for the auxiliary loss: where the shape to reach now is
             self.tensors[TARGET] = torch.from_numpy(np.array(d.target_position))  # [N,2]
-            self.tensors[REACHED] = reached_before(self.tensors[TARGET], self.tensors[EPISODE])
-            self.tensors[REACHED_XY] = reached_centres(
-                self.tensors[TARGET], self.tensors[EPISODE], self.tensors[REACHED]
-            )
-            self.tensors[REFERENCE], self.tensors[HAS_REFERENCE] = reference_centres(
-                reference_pairs(d.instructions), self.tensors[EPISODE], centres, pairs
-            )
-        if self.objects:  # per step, for the object losses: every shape's centre and pair
-            self.tensors[OBJECTS], self.tensors[OBJECT_PAIRS] = centres, pairs
+        if self.objects:  # per step, for the object losses: every shape's centre [N,M,2], pair
+            self.tensors[OBJECTS] = torch.from_numpy(np.array(d.object_centres))
+            self.tensors[OBJECT_PAIRS] = torch.from_numpy(d.object_pairs.astype(np.int64))
         first_val_step = (
             int(d.episode_start[d.num_episodes - self.val_episodes])
             if (self.val_episodes)

@@ -32,9 +32,9 @@ def slot_maps(policy: VLAPolicy, obs: dict) -> tuple[np.ndarray, np.ndarray, np.
     state = torch.as_tensor(obs[STATE], device=device)
     tokens = policy.tokenizer.encode(list(obs[INSTRUCTION])).to(device)
     with policy.inference():
-        xy, _, where = policy.objects.slots(image)  # [B,K,2], [B,K,H*W]
-        logits = policy.encode(image, state, tokens).pointer_logits  # [B,K] | None
-    side = policy.objects.image_size
+        xy, _, where = policy.sources["objects"].slots(image)  # [B,K,2], [B,K,H*W]
+        logits = policy.encode(image, state, tokens).outputs.get("pointer_logits")  # [B,K]
+    side = policy.sources["objects"].image_size
     where = rearrange(where, "b k (h w) -> b k h w", h=side).float().cpu().numpy()
     xy = xy.float().cpu().numpy()
     probs = None if logits is None else logits.softmax(-1).float().cpu().numpy()

@@ -18,21 +18,22 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     positions       sinusoidal / learned 1-D and 2-D position embeddings
     attention       multi-head attention by hand + the SDPA fast path
     transformer     pre-norm encoder blocks
-    image_encoder   uint8 image -> patch tokens (+ coordinate channels)
-    text_encoder    ids -> word tokens + PAD mask
+    image_encoder   uint8 image -> patch tokens (+ coordinate channels, FiLM by the instruction)
+    text_encoder    ids -> word tokens + PAD mask, and the pooled instruction
     state_encoder   state -> one token
-    film            instruction-conditioned scale and shift of the patch tokens
-    keypoints       spatial-softmax keypoint tokens (where learned detectors fire)
+    sources         the seam for token groups beyond patches, words and state
+    keypoints       spatial-softmax keypoint tokens (where learned detectors fire): a source
+    objects         object tokens with a pointer (experiment=objects): a source
     readout         learned action queries (self- or cross-attention)
     heads           continuous / discrete / autoregressive / flow action heads
     normalizer      state and action statistics as buffers
     policy          VLAPolicy, composing all of the above
+    pretrained      save_pretrained / from_pretrained / select_action
     chunking        which chunk-execution settings a policy accepts (training and eval)
-    flops           analytic FLOPs of a training step and of a query
+    flops           FLOPs of a training step and of a query, counted by torch
 """
 
 from vla.models.attention import MultiHeadAttention, scaled_dot_product
-from vla.models.film import FiLM
 from vla.models.heads import (
     ActionHead,
     AutoregressiveHead,
@@ -40,7 +41,7 @@ from vla.models.heads import (
     DiscreteHead,
     FlowHead,
 )
-from vla.models.image_encoder import ImageEncoder
+from vla.models.image_encoder import FiLM, ImageEncoder
 from vla.models.keypoints import KeypointEncoder
 from vla.models.normalizer import Normalizer
 from vla.models.policy import VLAPolicy

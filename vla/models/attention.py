@@ -177,11 +177,3 @@ class MultiHeadAttention(nn.Module):
         out = rearrange(out, "b h t d -> b t (h d)")  # [B,H,Tq,Dh] -> [B,Tq,D]
         out = self.out_dropout(self.to_out(out))
         return (out, weights) if need_weights else out
-
-    def flops(self, tq: int, tk: int | None = None) -> int:
-        """Forward FLOPs (2 x multiply-adds) for one sample with `tq` queries and `tk` keys."""
-        tk = tq if tk is None else tk
-        D = self.d_model
-        projections = 2 * tq * D * D + 2 * tk * D * 2 * D + 2 * tq * D * D  # to_q, to_kv, to_out
-        mixing = 2 * tq * tk * D + 2 * tq * tk * D  # q k^T and weights @ v, summed over heads
-        return projections + mixing

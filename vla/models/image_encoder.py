@@ -1,10 +1,10 @@
-"""ViT patch embedding for the env's raw camera image.
+"""ViT patch embedding for the env's raw camera image, with FiLM by the instruction.
 
     image uint8 [B,H,W,3]
       -> normalize_pixels                [B,H,W,3]      [0,255] -> [-1,1]
       -> patchify (Rearrange)            [B,Np,P*P*3]   Np = (image_size / P)^2
       -> patch_embed (Linear)            [B,Np,D]       what the patch shows
-      -> (modulate, e.g. FiLM)           [B,Np,D]       conditioning touches content only
+      -> (FiLM by the instruction)       [B,Np,D]       conditioning touches content only
       -> (+ coord_embed(x, y channels))  [B,Np,D]       CoordConv: pixel coordinates, linearly
       -> + 2-D position embedding        [B,Np,D]
 
@@ -15,12 +15,17 @@ give each pixel its own position inside the patch as well as the patch's place o
 a code that is linear in position, which is what an action (target minus effector) needs.
 Their projection does not depend on the image, so it is computed once per batch, not per
 sample, and it is added after any modulation so the instruction never rescales positions.
+
+FiLM (RT-1): attention alone can relate words to patches, but it learns that slowly: the
+policy first reaches *a* target, not the named one. Scaling and shifting every patch's
+channels by the pooled instruction makes "which colour or shape matters" a per-channel gain
+the patches carry from the start. Its projection starts at zero, so FiLM begins as the
+identity and cannot hurt early training.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from einops import rearrange
 from einops.layers.torch import Rearrange
 from torch import Tensor, nn
 
@@ -32,6 +37,27 @@ def normalize_pixels(image: Tensor) -> Tensor:
     """uint8 (or float in [0,255]) pixels -> float in [-1,1], the same shape: every part that
     reads the image scales it here."""
     return image.float() / 127.5 - 1.0
+
+
+class FiLM(nn.Module):
+    """Feature-wise linear modulation of tokens [B,N,D] by a vector [B,D].
+
+    Args:
+        d_model: width of both the tokens and the conditioning vector.
+    """
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.to_gamma_beta = nn.Linear(d_model, 2 * d_model)
+        nn.init.zeros_(self.to_gamma_beta.weight)
+        nn.init.zeros_(self.to_gamma_beta.bias)
+
+    def forward(self, tokens: Tensor, cond: Tensor) -> Tensor:
+        """tokens [B,N,D], cond [B,D] -> tokens * (1 + gamma) + beta [B,N,D]."""
+        gamma, beta = rearrange(
+            self.to_gamma_beta(cond), "b (two d) -> two b 1 d", two=2
+        )  # [B,D] -> 2 x [B,1,D]
+        return tokens * (1 + gamma) + beta  # [B,N,D]
 
 
 class ImageEncoder(nn.Module):
@@ -80,12 +106,14 @@ class ImageEncoder(nn.Module):
             self.coord_embed = nn.Linear(patch_size * patch_size * 2, d_model, bias=False)
         self.pos = PositionEmbedding2D(self.grid, self.grid, d_model, pos_emb)
 
-    def forward(self, image: Tensor, modulate: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    def forward(
+        self, image: Tensor, film: FiLM | None = None, cond: Tensor | None = None
+    ) -> Tensor:
         """
         Args:
             image: uint8 (or float in [0,255]) [B,H,W,3], channels-last as the env renders it.
-            modulate: applied to the content embedding [B,Np,D] before positions are added
-                (the policy's FiLM by the instruction).
+            film: modulates the content embedding [B,Np,D] by cond [B,D] (the pooled
+                instruction) before positions are added; None: no conditioning.
 
         Returns:
             patch tokens [B,Np,D].
@@ -99,12 +127,8 @@ class ImageEncoder(nn.Module):
         x = normalize_pixels(image)  # [B,H,W,C] in [-1,1]
         x = self.patchify(x)  # [B,H,W,C] -> [B,Np,P*P*C]
         x = self.patch_embed(x)  # [B,Np,P*P*C] -> [B,Np,D]
-        if modulate is not None:
-            x = modulate(x)  # [B,Np,D]
+        if film is not None:
+            x = film(x, cond)  # [B,Np,D]
         if self.coord_features:
             x = x + self.coord_embed(self.coord_patches)  # + [1,Np,D], the same for every image
         return self.pos(x)
-
-    def flops(self) -> int:
-        """Forward FLOPs of the patch embedding for one image."""
-        return 2 * self.num_patches * self.patch_dim * self.d_model

@@ -9,8 +9,7 @@
 
 A patch token says *what* a patch shows and, through its position code, roughly where the
 patch is; the target's exact position has to be decoded from that by attention, which is
-slow to learn even with a single target (docs/learning-speed.md, "What made grounding
-early"). A spatial softmax (Levine et al. 2016, "End-to-End Training of Deep Visuomotor
+slow to learn even with a single target (docs/learning-speed.md). A spatial softmax (Levine et al. 2016, "End-to-End Training of Deep Visuomotor
 Policies"; the pooling of Diffusion Policy's ResNet) turns a per-pixel detector, e.g. "red
 pixels", straight into the coordinates of what it detects, so position arrives as a number
 from the first step. With `film`, the instruction scales the detector's hidden channels (a
@@ -35,9 +34,10 @@ from torch import Tensor, nn
 from vla.errors import ConfigError
 from vla.models.image_encoder import normalize_pixels
 from vla.models.positions import pixel_coordinates
+from vla.models.sources import TokenGroup, TokenSource
 
 
-class KeypointEncoder(nn.Module):
+class KeypointEncoder(TokenSource):
     """Image [B,H,W,3] (uint8) -> K keypoint tokens [B,K,D].
 
     Args:
@@ -65,8 +65,7 @@ class KeypointEncoder(nn.Module):
             raise ConfigError(f"num_keypoints={num_keypoints} and hidden={hidden} must be >= 1")
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ConfigError(f"kernel_size={kernel_size} must be odd and >= 1")
-        self.image_size, self.num_keypoints, self.d_model = image_size, num_keypoints, d_model
-        self.hidden, self.film, self.kernel_size = hidden, film, kernel_size
+        self.image_size, self.num_tokens, self.film = image_size, num_keypoints, film
         # [B,3,H,W] -> [B,C,H,W]
         self.detect = nn.Conv2d(3, hidden, kernel_size, padding=kernel_size // 2)
         # no bias: standardising each map over its pixels would cancel it
@@ -90,10 +89,6 @@ class KeypointEncoder(nn.Module):
         Returns:
             xy [B,K,2] in [-1,1] and the spatial softmax [B,K,H*W] (each row sums to 1).
         """
-        return self.locate(self.features(image), cond)
-
-    def features(self, image: Tensor) -> Tensor:
-        """The detector's hidden features: image [B,H,W,3] -> [B,H*W,C]."""
         B, H, W, C = image.shape
         if (H, W) != (self.image_size, self.image_size):
             raise ValueError(
@@ -101,51 +96,23 @@ class KeypointEncoder(nn.Module):
                 f"{self.image_size},3]"
             )
         x = rearrange(normalize_pixels(image), "b h w c -> b c h w")  # [0,255] -> [-1,1]
-        # the conv's output is channels-last in memory, like the image it reads: keep that layout
         h = nn.functional.gelu(self.detect(x))  # [B,3,H,W] -> [B,C,H,W]
-        return rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
-
-    def locate(
-        self,
-        h: Tensor,
-        cond: Tensor | None = None,
-        num: int | None = None,
-        bias: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """Hidden features h [B,H*W,C] (+ cond [B,D], or [B,N,D] for N conditionings of each
-        image) -> xy [B,(N,)K,2] and the spatial softmax [B,(N,)K,H*W]; only the first `num`
-        keypoints when given (K = num). A bias [B,H*W] is added to keypoint 0's standardised
-        scores (a relation's, `vla.models.relations`)."""
-        if bias is not None and cond is not None and cond.dim() == 3:
-            raise ValueError("locate: a bias [B,H*W] goes with one conditioning [B,D] per image")
-        weight = rearrange(self.to_scores.weight[:num], "k c 1 1 -> 1 c k")  # [1,C,K]
+        h = rearrange(h, "b c h w -> b (h w) c")  # [B,H*W,C]
+        weight = rearrange(self.to_scores.weight, "k c 1 1 -> 1 c k")  # [1,C,K]
         if self.film:
             if cond is None:
                 raise ValueError("KeypointEncoder(film=True) needs `cond` [B,D]")
-            gain = self.to_gain(cond)[..., None]  # [B,(N,)D] -> [B,(N,)C,1]
             # to_scores(h * (1 + gain)), with the gain folded into each sample's 1x1 weights
-            weight = weight * (1 + gain)  # [B,(N,)C,K]
-            if cond.dim() == 3:
-                h = h[:, None]  # [B,1,H*W,C]: one image, N conditionings
-        scores = (h @ weight).transpose(-1, -2)  # [B,(N,)H*W,C] @ [B,(N,)C,K] -> [B,(N,)K,H*W]
-        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,(N,)K,1]
-        scores = (scores - mean) / (std + 1e-5) * self.log_temperature[:num].exp()  # [B,(N,)K,H*W]
-        if bias is not None:  # keypoint 0's row only: [B,H*W] -> [B,K,H*W]
-            scores = scores + nn.functional.pad(bias[:, None], (0, 0, 0, scores.shape[-2] - 1))
-        where = scores.softmax(dim=-1)  # [B,(N,)K,H*W]
-        return where @ self.grid_xy, where  # [B,(N,)K,H*W] @ [H*W,2] -> [B,(N,)K,2]
+            weight = weight * (1 + self.to_gain(cond)[..., None])  # [B,C,1] -> [B,C,K]
+        scores = (h @ weight).transpose(-1, -2)  # [B,H*W,C] @ [B,C,K] -> [B,K,H*W]
+        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,K,1]
+        scores = (scores - mean) / (std + 1e-5) * self.log_temperature.exp()  # [B,K,H*W]
+        where = scores.softmax(dim=-1)  # [B,K,H*W]
+        return where @ self.grid_xy, where  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
 
-    def embed(self, xy: Tensor) -> Tensor:
-        """Keypoints [B,K,2] -> tokens [B,K,D]: their position plus which keypoint it is."""
-        return self.to_token(xy) + self.ids  # [B,K,2] -> [B,K,D]
-
-    def forward(self, image: Tensor, cond: Tensor | None = None) -> Tensor:
-        """image [B,H,W,3] (+ cond [B,D]) -> keypoint tokens [B,K,D]."""
-        xy, _ = self.keypoints(image, cond)  # [B,K,2]
-        return self.embed(xy)
-
-    def flops(self) -> int:
-        """Forward FLOPs (convolutions, the expectation and the token projection), one image."""
-        P, C, K, D = self.image_size**2, self.hidden, self.num_keypoints, self.d_model
-        film = 2 * D * C if self.film else 0
-        return 2 * P * (3 * self.kernel_size**2 * C + C * K + 2 * K) + film + 2 * K * 2 * D
+    def forward(self, image: Tensor, instruction: Tensor) -> TokenGroup:
+        """image [B,H,W,3], pooled instruction [B,D] -> keypoint tokens [B,K,D], with their
+        positions as outputs["keypoints_xy"] [B,K,2] (the target-keypoint loss reads it)."""
+        xy, _ = self.keypoints(image, instruction)  # [B,K,2]
+        tokens = self.to_token(xy) + self.ids  # [B,K,2] -> [B,K,D]: where, and which keypoint
+        return TokenGroup(tokens, {"keypoints_xy": xy})

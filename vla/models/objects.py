@@ -17,6 +17,13 @@ from another: the token carries the pooled features (colour, shape, dimmed or no
 
 Slots are found, not told: during training a loss matches the K slots to the scene's shape
 centres (`vla.training.objects`), one slot per shape; at rollout the policy sees only pixels.
+
+With `pointer`, the readout then says which object it means, and where that is joins its
+features (an action is mostly "from here towards that object"):
+
+    readout [B,R,D] ─ mean over R ─ to_q ─> q [B,D] ─┐
+    objects after the encoder [B,K,D] ─ to_k ─> k ─ q.k / sqrt(D) ─> logits [B,K]
+    softmax(logits) @ xy [B,K,2] ─> pointed (x, y) [B,2] ─ Linear ─> [B,D] added to the readout
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from torch import Tensor, nn
 from vla.errors import ConfigError
 from vla.models.image_encoder import normalize_pixels
 from vla.models.positions import pixel_coordinates
+from vla.models.sources import TokenGroup, TokenSource
 
 
 def where_features(xy: Tensor) -> Tensor:
@@ -35,7 +43,7 @@ def where_features(xy: Tensor) -> Tensor:
     return torch.cat([xy, xy.square().sum(-1, keepdim=True)], dim=-1)
 
 
-class ObjectEncoder(nn.Module):
+class ObjectEncoder(TokenSource):
     """Image [B,H,W,3] (uint8) -> K object tokens [B,K,D] and their positions [B,K,2].
 
     Args:
@@ -44,18 +52,25 @@ class ObjectEncoder(nn.Module):
         d_model: token width.
         hidden: C, channels of the two convolutions.
         kernel_size: odd side of the first convolution, in pixels.
+        pointer: a pointer from the readout over the objects, whose pointed position is added
+            to the readout features.
     """
 
     def __init__(
-        self, image_size: int, num_slots: int, d_model: int, hidden: int, kernel_size: int
+        self,
+        image_size: int,
+        num_slots: int,
+        d_model: int,
+        hidden: int,
+        kernel_size: int,
+        pointer: bool = True,
     ):
         super().__init__()
         if num_slots < 1 or hidden < 1:
             raise ConfigError(f"num_slots={num_slots} and hidden={hidden} must be >= 1")
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ConfigError(f"kernel_size={kernel_size} must be odd and >= 1")
-        self.image_size, self.num_slots, self.d_model = image_size, num_slots, d_model
-        self.hidden, self.kernel_size = hidden, kernel_size
+        self.image_size, self.num_tokens, self.pointer = image_size, num_slots, pointer
         coords = pixel_coordinates(image_size)  # [H,W,2]
         self.register_buffer("coord_channels", rearrange(coords, "h w two -> 1 two h w"), False)
         self.register_buffer("grid_xy", rearrange(coords, "h w two -> (h w) two"), False)
@@ -70,6 +85,10 @@ class ObjectEncoder(nn.Module):
         self.log_temperature = nn.Parameter(torch.zeros(num_slots, 1))  # [K,1]
         self.to_what = nn.Linear(hidden, d_model)  # [B,K,C] -> [B,K,D]
         self.to_where = nn.Linear(3, d_model)  # [B,K,3] -> [B,K,D]
+        if pointer:
+            self.to_q = nn.Linear(d_model, d_model)  # [B,D] -> [B,D]
+            self.to_k = nn.Linear(d_model, d_model)  # [B,K,D] -> [B,K,D]
+            self.to_feature = nn.Linear(2, d_model)  # [B,2] -> [B,D]
 
     def slots(self, image: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """
@@ -95,23 +114,23 @@ class ObjectEncoder(nn.Module):
         what = where @ rearrange(h, "b c h w -> b (h w) c")  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
         return where @ self.grid_xy, what, where  # xy: [B,K,H*W] @ [H*W,2] -> [B,K,2]
 
-    def embed(self, xy: Tensor, what: Tensor) -> Tensor:
-        """Slots -> tokens [B,K,D]: what each holds plus where it is."""
-        return self.to_what(what) + self.to_where(where_features(xy))  # [B,K,D]
-
-    def forward(self, image: Tensor) -> tuple[Tensor, Tensor]:
-        """image [B,H,W,3] -> tokens [B,K,D] and xy [B,K,2]."""
+    def forward(self, image: Tensor, instruction: Tensor) -> TokenGroup:
+        """image [B,H,W,3] -> tokens [B,K,D] (what each slot holds plus where it is), with
+        outputs "objects_xy" [B,K,2] and "object_tokens" [B,K,D] (the instruction is unused:
+        nothing here hears it)."""
         xy, what, _ = self.slots(image)
-        return self.embed(xy, what), xy
+        tokens = self.to_what(what) + self.to_where(where_features(xy))  # [B,K,D]
+        return TokenGroup(tokens, {"objects_xy": xy, "object_tokens": tokens})
 
-    def flops(self) -> int:
-        """Forward FLOPs (convolutions, the two poolings and the token projections), one image."""
-        P, C, K, D, k = (
-            self.image_size**2,
-            self.hidden,
-            self.num_slots,
-            self.d_model,
-            self.kernel_size,
-        )
-        convs = 2 * P * (5 * k * k * C + 9 * C * C + C * K)
-        return convs + 2 * K * P * (2 + C) + 2 * K * (C + 3) * D
+    def read(self, features: Tensor, encoded: Tensor, outputs: dict[str, Tensor]) -> Tensor:
+        """With the pointer: logits over the encoded objects [B,K,D] (outputs
+        "pointer_logits" [B,K]) and the pointed position's feature added to the readout
+        features [B,R,D]."""
+        if not self.pointer:
+            return features
+        B, K, D = encoded.shape
+        q = self.to_q(features.mean(dim=1))  # [B,R,D] -> [B,D]
+        logits = (self.to_k(encoded) @ q[:, :, None]).squeeze(-1) / D**0.5  # [B,K]
+        pointed = (logits.softmax(-1)[:, None] @ outputs["objects_xy"]).squeeze(1)  # [B,2]
+        outputs["pointer_logits"] = logits
+        return features + self.to_feature(pointed)[:, None]  # [B,R,D]

@@ -38,8 +38,3 @@ class StateEncoder(nn.Module):
             raise ValueError(f"state has {S} dims, expected state_dim={self.state_dim}")
         x = self.state_proj(state)  # [B,S] -> [B,D]
         return rearrange(x, "b d -> b 1 d")  # [B,D] -> [B,1,D]
-
-    def flops(self) -> int:
-        if self.hidden_dim is None:
-            return 2 * self.state_dim * self.d_model
-        return 2 * self.hidden_dim * (self.state_dim + self.d_model)

@@ -22,12 +22,21 @@ trained chain are trained too, and only their order carries meaning.
 from __future__ import annotations
 
 import torch
+from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
 from vla.models.positions import PositionEmbedding1D, check_pos_emb
-from vla.models.tokenizer import PAD_ID, Tokenizer, default_vocabulary
+from vla.models.tokenizer import PAD_ID, Tokenizer
 from vla.models.transformer import EncoderBlock
+
+
+def masked_mean(x: Tensor, pad_mask: Tensor) -> Tensor:
+    """Mean of x [B,L,D] over the positions where pad_mask [B,L] is False -> [B,D]: the
+    pooled instruction that conditions vision."""
+    keep = rearrange((~pad_mask).to(x.dtype), "b l -> b l 1")  # [B,L] -> [B,L,1]
+    total = (x * keep).sum(dim=1)  # [B,L,D] -> [B,D]
+    return total / keep.sum(dim=1).clamp(min=1.0)  # an all-PAD instruction pools to zero
 
 
 class TextEncoder(nn.Module):
@@ -43,6 +52,8 @@ class TextEncoder(nn.Module):
         referent_positions: positions count within each referent, plus a referent number.
         referent_jitter: while training, referent numbers start at a random value in
             [0, referent_jitter] (0: always at 0).
+        then_id: the id of "then" in the tokenizer's vocabulary (it opens a referent; needed
+            with `referent_positions`; the policy gives it).
     """
 
     def __init__(
@@ -58,6 +69,7 @@ class TextEncoder(nn.Module):
         attn_impl: str = "sdpa",
         referent_positions: bool = False,
         referent_jitter: int = 0,
+        then_id: int | None = None,
     ):
         super().__init__()
         check_pos_emb(pos_emb)
@@ -77,7 +89,12 @@ class TextEncoder(nn.Module):
             raise ConfigError(f"text_encoder.referent_jitter={referent_jitter} must be >= 0")
         self.referent_positions, self.referent_jitter = referent_positions, referent_jitter
         if referent_positions:  # "then" opens a referent; a referent number per word
-            self.then_id = default_vocabulary().index("then")
+            if then_id is None:
+                raise ConfigError(
+                    "text_encoder.referent_positions=true counts words from each 'then', "
+                    "but the vocabulary has no 'then'"
+                )
+            self.then_id = then_id
             self.referent_embed = nn.Embedding(self.max_len + referent_jitter, d_model)
             nn.init.normal_(self.referent_embed.weight, std=0.02)
         self.blocks = nn.ModuleList(
@@ -117,7 +134,3 @@ class TextEncoder(nn.Module):
         if self.pos.table is not None:
             codes = codes + self.pos.table[index - start]  # [B,L,D]
         return codes
-
-    def flops(self, num_words: int) -> int:
-        """Forward FLOPs of the blocks over `num_words` words (the embedding is a lookup)."""
-        return sum(block.flops(num_words) for block in self.blocks)

@@ -10,7 +10,6 @@ Pre-norm keeps the residual stream an identity path, which is what lets small mo
 
 from __future__ import annotations
 
-from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
@@ -43,9 +42,6 @@ class MLP(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """x [B,T,D] -> [B,T,D]."""
         return self.net(x)
-
-    def flops(self, t: int) -> int:
-        return 2 * 2 * t * self.d_model * self.hidden
 
 
 class EncoderBlock(nn.Module):
@@ -101,16 +97,9 @@ class EncoderBlock(nn.Module):
         x = x + self.mlp(self.norm2(x))
         return (x, weights) if need_weights else x
 
-    def flops(self, t: int) -> int:
-        return self.attn.flops(t) + self.mlp.flops(t)
-
 
 class TransformerEncoder(nn.Module):
     """A stack of pre-norm `EncoderBlock`s with a final LayerNorm.
-
-    With `film`, a conditioning vector (the pooled instruction) scales and shifts every token
-    channel by channel before each block, as RT-1 FiLMs every block of its image encoder; each
-    block's projection starts at zero, so the stack starts as the unconditioned one.
 
     Args:
         d_model: token width.
@@ -119,7 +108,6 @@ class TransformerEncoder(nn.Module):
         mlp_ratio: MLP hidden width as a multiple of d_model.
         dropout: dropout in attention and MLPs.
         attn_impl: "sdpa" | "naive".
-        film: FiLM every block's input by the conditioning vector given to `forward`.
     """
 
     def __init__(
@@ -130,7 +118,6 @@ class TransformerEncoder(nn.Module):
         mlp_ratio: float = 4,
         dropout: float = 0.0,
         attn_impl: str = "sdpa",
-        film: bool = False,
     ):
         super().__init__()
         if depth < 1:
@@ -138,17 +125,9 @@ class TransformerEncoder(nn.Module):
         self.d_model = d_model
         self.n_heads = n_heads
         self.depth = depth
-        self.film = film
         self.blocks = nn.ModuleList(
             EncoderBlock(d_model, n_heads, mlp_ratio, dropout, attn_impl) for _ in range(depth)
         )
-        if film:
-            self.to_gamma_beta = nn.ModuleList(
-                nn.Linear(d_model, 2 * d_model) for _ in range(depth)
-            )
-            for layer in self.to_gamma_beta:
-                nn.init.zeros_(layer.weight)
-                nn.init.zeros_(layer.bias)
         self.norm = nn.LayerNorm(d_model)
 
     def forward(
@@ -156,28 +135,18 @@ class TransformerEncoder(nn.Module):
         x: Tensor,
         key_padding_mask: Tensor | None = None,
         need_weights: bool = False,
-        cond: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
         """
         Args:
             x: tokens [B,T,D].
             key_padding_mask: bool [B,T], True = PAD (never attended to).
             need_weights: also return each block's attention weights.
-            cond: conditioning vector [B,D] (required with `film`, ignored without).
 
         Returns:
             x [B,T,D], and when `need_weights` a list of `depth` tensors [B,H,T,T].
         """
-        B, T, D = x.shape
-        if self.film and cond is None:
-            raise ValueError("TransformerEncoder(film=True) needs `cond` [B,D]")
         all_weights = []
-        for i, block in enumerate(self.blocks):
-            if self.film:
-                gamma, beta = rearrange(
-                    self.to_gamma_beta[i](cond), "b (two d) -> two b 1 d", two=2
-                )  # [B,D] -> 2 x [B,1,D]
-                x = x * (1 + gamma) + beta  # [B,T,D]
+        for block in self.blocks:
             if need_weights:
                 x, weights = block(x, key_padding_mask, need_weights=True)
                 all_weights.append(weights)
@@ -185,8 +154,3 @@ class TransformerEncoder(nn.Module):
                 x = block(x, key_padding_mask)
         x = self.norm(x)
         return (x, all_weights) if need_weights else x
-
-    def flops(self, t: int) -> int:
-        """Forward FLOPs for one sample of `t` tokens (matmuls only)."""
-        film = self.depth * 2 * self.d_model * 2 * self.d_model if self.film else 0
-        return film + sum(block.flops(t) for block in self.blocks)

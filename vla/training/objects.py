@@ -1,6 +1,7 @@
-"""Training-only losses for object tokens: slots onto every shape, the pointer onto the one to
-reach now. Both read the scene's true centres, which only demonstrations carry (privileged),
-so they live with the training recipe and never run at rollout.
+"""Training-only losses for object tokens (`vla.models.objects`): slots onto every shape, the
+pointer onto the one to reach now, and probes that must tell each slot's colour and kind. They
+read the scene's true centres and pairs, which only demonstrations carry (privileged), so they
+live with the training recipe and never run at rollout.
 
 Matching is a minimum-cost assignment of the M shapes to M of the K slots (each shape gets
 its own slot, as DETR matches predictions to objects). K and M are a handful, so every
@@ -16,7 +17,13 @@ from functools import cache
 import torch
 import torch.nn.functional as F
 from einops import rearrange
-from torch import Tensor
+from torch import Tensor, nn
+
+from vla.envs.grammar import COLOURS, PAIRS, SHAPES
+from vla.keys import OBJECT_PAIRS, OBJECTS, TARGET
+
+# (colour, kind) index of each colour+shape pair, the labels of the attribute probes: [P,2]
+PAIR_ATTRIBUTES = torch.tensor([(list(COLOURS).index(c), SHAPES.index(s)) for c, s in PAIRS])
 
 
 @cache
@@ -91,3 +98,34 @@ def object_losses(
         losses["attribute_ce"] = ce
         losses["attribute_accuracy"] = right.float().mean().detach()
     return losses
+
+
+class ObjectLosses(nn.Module):
+    """The weighted object losses of a batch, from the policy's encoding outputs.
+
+    Args:
+        d_model: width of an object token (the attribute probes read it).
+        slot: weight of the slot-matching loss.
+        pointer: weight of the pointer's cross-entropy (needs `model.objects.pointer`).
+        attribute: weight of the colour and kind probes (0: no probes).
+    """
+
+    def __init__(self, d_model: int, slot: float, pointer: float, attribute: float):
+        super().__init__()
+        self.weights = dict(slot_mse=slot, pointer_ce=pointer, attribute_ce=attribute)
+        if attribute > 0:  # object tokens [B,K,D] -> colour, kind logits
+            self.colour_probe = nn.Linear(d_model, len(COLOURS))
+            self.shape_probe = nn.Linear(d_model, len(SHAPES))
+
+    def forward(self, outputs: dict[str, Tensor], batch: dict[str, Tensor]):
+        """-> {name: (weight, value)}: each loss with its weight (0 for accuracies, logged)."""
+        pointer = outputs.get("pointer_logits") if self.weights["pointer_ce"] > 0 else None
+        attributes = None
+        if self.weights["attribute_ce"] > 0:
+            tokens = outputs["object_tokens"]  # [B,K,D]
+            labels = PAIR_ATTRIBUTES.to(tokens.device)[batch[OBJECT_PAIRS]]  # [B,M,2]
+            attributes = (self.colour_probe(tokens), self.shape_probe(tokens), labels)
+        losses = object_losses(
+            outputs["objects_xy"], pointer, batch[OBJECTS], batch[TARGET], attributes
+        )
+        return {k: (self.weights.get(k, 0.0), v) for k, v in losses.items()}

@@ -102,16 +102,3 @@ class AutoregressiveHead(BinnedActionHead):
             next_bin = self(features, bins)[:, -1].argmax(dim=-1)  # [B,j+1,N] -> [B]
             bins = torch.cat([bins, next_bin[:, None]], dim=1)  # [B,j] -> [B,j+1]
         return self.decode(rearrange(bins, "b (k a) -> b k a", a=self.action_dim))  # [B,K,A]
-
-    def flops(self) -> int:
-        """One teacher-forced pass over the K*A positions (what training runs)."""
-        return self._pass_flops(self.num_tokens)
-
-    def predict_flops(self) -> int:
-        """Greedy decoding without a cache: K*A passes over 1, 2, ..., K*A positions."""
-        return sum(self._pass_flops(j) for j in range(1, self.num_tokens + 1))
-
-    def _pass_flops(self, T: int) -> int:
-        """`forward` over T positions: the start token, the causal blocks, the logits."""
-        R, D, N = self.num_readouts, self.d_model, self.num_bins
-        return 2 * R * D * D + sum(block.flops(T) for block in self.blocks) + 2 * T * D * N

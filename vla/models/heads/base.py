@@ -50,8 +50,7 @@ def mean_over_real_steps(values: Tensor, is_pad: Tensor | None) -> Tensor:
 
 
 class ActionHead(nn.Module, abc.ABC):
-    """Base class: subclasses implement `loss`, `predict` and `flops` (and `predict_flops`
-    when a query costs more than a training pass).
+    """Base class: subclasses implement `loss` and `predict`.
 
     Training runs `loss` only; `predict` is for queries and validation metrics, so a sampling
     or decoding head never samples or decodes inside a training step.
@@ -107,14 +106,6 @@ class ActionHead(nn.Module, abc.ABC):
     @abc.abstractmethod
     def predict(self, features: Tensor) -> Tensor:
         """features [B,R,D] -> normalised action chunks [B,K,A] in [-1,1]."""
-
-    @abc.abstractmethod
-    def flops(self) -> int:
-        """Forward FLOPs (matmuls) for one sample, as `loss` runs them in a training step."""
-
-    def predict_flops(self) -> int:
-        """Forward FLOPs for one sample, as `predict` runs them (a query, a validation metric)."""
-        return self.flops()
 
 
 class BinnedActionHead(ActionHead):

@@ -69,7 +69,3 @@ class ContinuousHead(ActionHead):
 
     def predict(self, features: Tensor) -> Tensor:
         return self(features).clamp(-1.0, 1.0)
-
-    def flops(self) -> int:
-        K, A = self.chunk_size, self.action_dim
-        return 2 * self.hidden_dim * (self.num_readouts * self.d_model + K * A)

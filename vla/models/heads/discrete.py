@@ -59,13 +59,3 @@ class DiscreteHead(BinnedActionHead):
 
     def predict(self, features: Tensor) -> Tensor:
         return self.decode(self(features).argmax(dim=-1))  # [B,K,A,N] -> [B,K,A]
-
-    def flops(self) -> int:
-        R, D, K, A, N = (
-            self.num_readouts,
-            self.d_model,
-            self.chunk_size,
-            self.action_dim,
-            self.num_bins,
-        )
-        return 2 * self.hidden_dim * (R * D + K * A * N)

@@ -136,12 +136,3 @@ class FlowHead(ActionHead):
     def predict(self, features: Tensor) -> Tensor:
         noise = self._noise((features.shape[0], self.chunk_size, self.action_dim), features.device)
         return self.sample(features, noise.to(features.dtype)).clamp(-1.0, 1.0)  # [B,K,A]
-
-    def flops(self) -> int:
-        """One denoiser pass (what a training step runs)."""
-        H, chunk = self.hidden_dim, self.chunk_size * self.action_dim
-        return 2 * H * (chunk + self.time_dim + self.num_readouts * self.d_model + H + chunk)
-
-    def predict_flops(self) -> int:
-        """`flow_steps` denoiser passes, one per Euler step."""
-        return self.flow_steps * self.flops()
