@@ -15,7 +15,7 @@ import vla.training.callbacks
 import vla.training.outcome
 from tests.builders import compose_config, fast_overrides_in
 from vla.checkpoint import load_policy, read_checkpoint
-from vla.errors import SeedRangeError
+from vla.errors import ConfigError, SeedRangeError
 from vla.eval.evaluate import evaluate
 from vla.eval.rollout import rollout
 from vla.training.callbacks import LastCheckpoint
@@ -318,6 +318,36 @@ def test_early_stopping_ends_the_run_and_the_test_episodes_still_run(
     assert metrics["global_step"] == 2 and [p["step"] for p in metrics["curve"]] == [2, 2]
     assert metrics["stopped"].startswith("training stopped at step 2: selection success")
     assert finals == [(cfg.eval.seed, cfg.eval.num_episodes)]
+
+
+@pytest.mark.slow
+def test_a_rate_above_the_threshold_is_confirmed_on_fresh_selection_episodes(
+    compose_cfg, fast_overrides, monkeypatch
+):
+    """The confirmation round runs the next block of selection seeds, and the rate logged (and
+    stopped on) is the pooled one."""
+    calls = []
+    real = vla.training.callbacks.rollout
+
+    def recorded(p, e, n, seed, *a, **k):
+        result = real(p, e, n, seed, *a, **k)
+        calls.append((seed, n, int(result.success.sum())))
+        return result
+
+    monkeypatch.setattr(vla.training.callbacks, "rollout", recorded)
+    confirm = [
+        "callbacks.rollout_eval.confirm_above=-1",
+        "callbacks.rollout_eval.confirm_episodes=3",
+    ]
+    cfg = compose_cfg("train", [*fast_overrides, "~logger", *confirm])
+    metrics = train(cfg)
+    seed = cfg.callbacks.rollout_eval.seed
+    assert [c[:2] for c in calls] == [(seed, 4), (seed + 4, 3)]
+    (point, _final) = metrics["curve"]
+    assert point["num_episodes"] == 7
+    assert point["success_rate"] == pytest.approx(sum(c[2] for c in calls) / 7)
+    with pytest.raises(ConfigError, match="confirm_episodes=0 must be >= 1"):
+        train(compose_cfg("train", [*fast_overrides, "callbacks.rollout_eval.confirm_episodes=0"]))
 
 
 def _stopper_after(compose_cfg, rates: list[float]) -> tuple[EarlyStopping, Trainer]:
