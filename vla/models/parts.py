@@ -17,6 +17,8 @@ from torch import nn
 
 from vla.errors import ConfigError
 
+Part = Callable[..., nn.Module]  # a part's partial, called with the sizes it shares
+
 # what VLAPolicy hands every part whose constructor names it
 SHARED_SIZES = (
     "image_size", "state_dim", "action_dim", "d_model", "n_heads", "mlp_ratio", "dropout",

@@ -10,23 +10,18 @@ their tokens.
         ─ TransformerEncoder (PAD words masked as keys) ─ Readout ─> features [B,R,D]
         ─ head: loss against the normalised action chunk, or predict ─ unnormalise ─> [B,K,A]
 
-A chunk holds this step's action and the K-1 that follow it (K = `chunk_size`, ACT's action
-chunking). `predict_chunk_tensors` turns observations into chunks; `select_action`
-(`vla.models.pretrained`) and `vla.eval.runner.PolicyRunner` execute them one step at a time.
-
-The parts arrive as Hydra partials, so each can be swapped from a config; the policy gives
-them the sizes they share (`vla.models.parts`) and owns only what ties them together: the
-type embeddings, the token layout and the conversion between env units and the network's.
-A token source (`vla.models.sources`) is the one seam for research: any further `model.<name>`
-node whose class is a `TokenSource` adds its group of tokens. Losses that use privileged
-information (where the named target is) belong to the training recipe
-(`vla.training.module.BCModule`), which reads the sources' outputs from `encode`.
+A chunk is this step's action and the K-1 after it (K = `chunk_size`, ACT). The parts arrive
+as Hydra partials and get the sizes they share from the policy (`vla.models.parts`), which owns
+only what ties them together: type embeddings, the token layout, env units. The one seam for
+research is a token source (`vla.models.sources`); losses that use privileged information
+belong to the training recipe (`vla.training.module.BCModule`), which reads their outputs.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+import itertools
+from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -36,18 +31,17 @@ from torch import Tensor, nn
 from vla import keys
 from vla.errors import ConfigError
 from vla.models.heads import ActionHead
+from vla.models.heads.base import action_chunk
 from vla.models.image_encoder import FiLM, ImageEncoder
 from vla.models.normalizer import Normalizer
-from vla.models.parts import SHARED_SIZES, build_part
+from vla.models.parts import SHARED_SIZES, Part, build_part
 from vla.models.pretrained import PretrainedMixin
 from vla.models.readout import Readout
-from vla.models.sources import TokenSource
+from vla.models.sources import build_sources
 from vla.models.state_encoder import StateEncoder
 from vla.models.text_encoder import TextEncoder, masked_mean
 from vla.models.tokenizer import Tokenizer
 from vla.models.transformer import TransformerEncoder
-
-Part = Callable[..., nn.Module]  # a part's partial, called with the sizes it shares
 
 
 class Encoding(NamedTuple):
@@ -56,14 +50,6 @@ class Encoding(NamedTuple):
     features: Tensor  # readout features [B,R,D]
     outputs: dict[str, Tensor]  # the token sources' outputs, e.g. "keypoints_xy" [B,K,2]
     weights: list[Tensor] | None = None  # attention weights, when asked (see `encode`)
-
-
-def action_chunk(batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor | None]:
-    """A batch's target actions as chunks [B,K,A] (a [B,A] ACTION is K = 1) and ACTION_IS_PAD
-    [B,K] (None: every step real)."""
-    action = batch[keys.ACTION]
-    chunk = action if action.dim() == 3 else action[:, None]  # [B,A] -> [B,1,A]
-    return chunk, batch.get(keys.ACTION_IS_PAD)
 
 
 class VLAPolicy(PretrainedMixin, nn.Module):
@@ -78,12 +64,10 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         readout: action queries ("self": in the sequence, "cross": attending to it).
         head: readout features -> normalised actions, and the training loss.
         image_size, state_dim, action_dim: the env's image side (px), state and action sizes.
-        d_model, n_heads, mlp_ratio, dropout, attn_impl, pos_emb: token width and the
-            Transformer settings every part with attention or positions shares.
-        depth: blocks of the encoder.
+        d_model, n_heads, depth, mlp_ratio, dropout, attn_impl, pos_emb: the sizes and
+            Transformer settings the parts share (depth: the encoder's blocks).
         max_words: most words an instruction may have (None: the grammar's longest).
-        num_readouts: R, action queries.
-        chunk_size: K, actions predicted per observation (ACT's action chunk).
+        num_readouts, chunk_size: R action queries; K actions predicted per observation.
         n_action_steps: N, actions of each chunk executed before the next query (1 <= N <= K).
         film: optional FiLM of the patches by the pooled instruction (None: off).
         **sources: token sources by name (`model.keypoints`, `model.objects`; None: off),
@@ -138,16 +122,7 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         )
         self.state_encoder: StateEncoder = build("state_encoder", state_encoder)
         self.film: FiLM | None = None if film is None else build("film", film)
-        self.sources = nn.ModuleDict()
-        for name, part in sources.items():
-            cls = getattr(part, "func", part)
-            if not (part is None or isinstance(cls, type) and issubclass(cls, TokenSource)):
-                raise ConfigError(
-                    f"model.{name}: VLAPolicy takes no argument {name!r}, and it is no token "
-                    "source (a _target_ subclassing vla.models.sources.TokenSource)"
-                )
-            if part is not None:
-                self.sources[name] = build(name, part)
+        self.sources = build_sources(sources, build)  # e.g. keypoints
         self.encoder: TransformerEncoder = build("encoder", encoder, depth=depth)
         self.readout: Readout = build("readout", readout)
         self.head: ActionHead = build("head", head)
@@ -177,15 +152,12 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         sizes["state"] = 1
         if self.readout.in_sequence:
             sizes["readout"] = self.readout.num_readouts
-        layout, start = {}, 0
-        for name, size in sizes.items():
-            layout[name] = slice(start, start + size)
-            start += size
-        return layout
+        starts = itertools.accumulate(sizes.values(), initial=0)
+        return {name: slice(a, a + n) for (name, n), a in zip(sizes.items(), starts, strict=False)}
 
     def num_tokens(self, num_words: int | None = None) -> int:
-        """Length of the encoder's sequence (instructions of `num_words` words, by default the
-        most the tokenizer keeps; batches are only as long as their longest instruction)."""
+        """Length of the encoder's sequence for instructions of `num_words` words (None: the
+        most the tokenizer keeps; a batch is as long as its longest instruction)."""
         return max(s.stop for s in self.token_layout(num_words).values())
 
     def encode(
@@ -235,12 +207,9 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         features = self.encode(batch[keys.IMAGE], batch[keys.STATE], batch[keys.TOKENS]).features
         return self.action_loss(features, batch)
 
-    def action_loss(
-        self, features: Tensor, batch: Mapping[str, Tensor]
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """The head's loss of readout features [B,R,D] against the batch's actions: ACTION
-        [B,A] (chunk_size 1) or [B,K,A] chunks, with ACTION_IS_PAD [B,K] marking the steps
-        past an episode's end, which the loss ignores. Returns the loss and detached logs."""
+    def action_loss(self, features: Tensor, batch: Mapping[str, Tensor]) -> tuple[Tensor, dict]:
+        """The head's loss (and detached logs) of readout features [B,R,D] against ACTION [B,A]
+        or [B,K,A] chunks, ignoring the steps ACTION_IS_PAD [B,K] marks past an episode."""
         chunk, is_pad = action_chunk(batch)  # [B,K,A], [B,K] | None; the head checks K
         target = self.normalizer.normalize_action(chunk)  # env units -> [-1,1], [B,K,A]
         return self.head.loss(features, target, is_pad)
@@ -250,9 +219,9 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         return self.normalizer.unnormalize_action(self.head.predict(features)).clamp(-1.0, 1.0)
 
     def predict_chunk_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
-        """The inference API: observations (image uint8 [B,H,W,3], env-unit state [B,S], ids
-        [B,L]) -> action chunks [B,K,A] in env units, clipped to [-1,1] (eval mode, no
-        autograd). Stateless: one query, nothing kept (a sampling head advances its noise)."""
+        """Observations (image uint8 [B,H,W,3], env-unit state [B,S], ids [B,L]) -> action
+        chunks [B,K,A] in env units (eval mode, no autograd; stateless: `select_action` and
+        `vla.eval.runner.PolicyRunner` execute chunks one step at a time)."""
         with self.inference():
             return self.predict_chunk(self.encode(image, state, tokens).features)
 

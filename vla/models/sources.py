@@ -14,9 +14,12 @@ builds its observation the same way, from a list of tokenizers.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import NamedTuple
 
 from torch import Tensor, nn
+
+from vla.errors import ConfigError
 
 
 class TokenGroup(NamedTuple):
@@ -42,3 +45,19 @@ class TokenSource(nn.Module, ABC):
         """Readout features [B,R,D], given this source's tokens after the encoder [B,N,D] and
         its outputs (which it may add to) -> features [B,R,D]. Unchanged by default."""
         return features
+
+
+def build_sources(parts: dict, build: Callable[[str, Callable], nn.Module]) -> nn.ModuleDict:
+    """The token sources among the policy's further `model.<name>` nodes (None: off), each
+    built by `build(name, part)`; a node that is no TokenSource is refused, naming it."""
+    sources = nn.ModuleDict()
+    for name, part in parts.items():
+        cls = getattr(part, "func", part)
+        if not (part is None or isinstance(cls, type) and issubclass(cls, TokenSource)):
+            raise ConfigError(
+                f"model.{name}: VLAPolicy takes no argument {name!r}, and it is no token "
+                "source (a _target_ subclassing vla.models.sources.TokenSource)"
+            )
+        if part is not None:
+            sources[name] = build(name, part)
+    return sources

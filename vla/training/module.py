@@ -16,8 +16,8 @@ from vla.checkpoint import vla_payload
 from vla.config import instantiate
 from vla.errors import ConfigError
 from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
-from vla.models.heads.base import flatten_readouts, mean_over_real_steps
-from vla.models.policy import Encoding, VLAPolicy, action_chunk
+from vla.models.heads.base import action_chunk, flatten_readouts, mean_over_real_steps
+from vla.models.policy import Encoding, VLAPolicy
 from vla.training.objects import ObjectLosses
 
 

@@ -14,11 +14,13 @@ entry real) the loss is the plain mean, the same number a single-action head com
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 
 import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor, nn
 
+from vla import keys
 from vla.errors import ConfigError
 
 
@@ -39,6 +41,14 @@ def actions_to_bins(actions: Tensor, num_bins: int) -> Tensor:
 def bins_to_actions(bins: Tensor, num_bins: int) -> Tensor:
     """Bin ids [..] -> the bins' centres [..] in [-1,1] (within half a bin of any value in it)."""
     return (bins.float() + 0.5) / num_bins * 2 - 1
+
+
+def action_chunk(batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor | None]:
+    """A batch's target actions as chunks [B,K,A] (a [B,A] ACTION is K = 1) and ACTION_IS_PAD
+    [B,K] (None: every step real)."""
+    action = batch[keys.ACTION]
+    chunk = action if action.dim() == 3 else action[:, None]  # [B,A] -> [B,1,A]
+    return chunk, batch.get(keys.ACTION_IS_PAD)
 
 
 def mean_over_real_steps(values: Tensor, is_pad: Tensor | None) -> Tensor:
