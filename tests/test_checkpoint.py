@@ -1,5 +1,6 @@
 """The checkpoint format: safe reads, refused foreign or damaged files, versions, atomic writes."""
 
+import copy
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from vla.checkpoint import (
 )
 from vla.config import instantiate
 from vla.keys import IMAGE, STATE, TOKENS
+from vla.migrations import rename_weights
 from vla.training.module import policy_config
 from vla.training.train import train
 
@@ -94,6 +96,40 @@ def test_a_format_2_checkpoint_loads_as_the_same_policy(tmp_path):
     changed["readout"]["n_heads"] = 2  # parts that disagreed about a shared size
     torch.save({"vla": old | {"policy_config": changed}, "state_dict": state}, tmp_path / "x.ckpt")
     with pytest.raises(CheckpointError, match="readout.n_heads other than the policy's n_heads=4"):
+        read_checkpoint(tmp_path / "x.ckpt")
+
+
+# format-3 policy configs and weight names as that code saved them (71b5b1e; written by it)
+V3 = json.loads(Path(__file__).with_name("policy_config_v3.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "recipe, overrides", [("default", []), ("objects", ["model/objects=slots"])]
+)
+def test_a_format_3_checkpoint_loads_as_the_same_policy(tmp_path, recipe, overrides):
+    cfg = compose_config("train", ["model=tiny", "env.image_size=32", *overrides])
+    torch.manual_seed(0)
+    policy = instantiate(cfg.model).eval()
+    old_names = V3[recipe]["weights"]
+    new_names = list(policy.state_dict())
+    renamed = rename_weights({f"policy.{k}": None for k in old_names}, 3)
+    assert sorted(k.removeprefix("policy.") for k in renamed) == sorted(new_names)
+    new_of = dict(zip(old_names, (k.removeprefix("policy.") for k in renamed), strict=True))
+    state = {f"policy.{k}": policy.state_dict()[new_of[k]] for k in old_names}
+    old = {"format": 3, "policy_config": V3[recipe]["policy_config"], "env_config": {}}
+    torch.save({"vla": old, "state_dict": state}, tmp_path / "v3.ckpt")
+    assert read_checkpoint(tmp_path / "v3.ckpt")["vla"]["policy_config"] == policy_config(cfg)
+    loaded, _ = load_policy(tmp_path / "v3.ckpt")
+    batch = random_batch(policy)
+    with torch.no_grad():
+        features = [p.encode(batch[IMAGE], batch[STATE], batch[TOKENS]).features for p in (policy, loaded)]  # fmt: skip
+    torch.testing.assert_close(features[0], features[1], rtol=0, atol=0)
+    removed = copy.deepcopy(old)
+    removed["policy_config"]["referents"] = {"_target_": "vla.models.referents.ReferentSelector"}
+    torch.save({"vla": removed, "state_dict": state}, tmp_path / "x.ckpt")
+    with pytest.raises(
+        CheckpointError, match="uses model/referents, which was removed .*git checkout 71b5b1e"
+    ):
         read_checkpoint(tmp_path / "x.ckpt")
 
 

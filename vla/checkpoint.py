@@ -11,11 +11,13 @@ so evaluation needs nothing but the file.
 Writes go to a temporary file that is fsynced and renamed over the target, so a kill during a
 save leaves the previous checkpoint whole. Reads use `torch.load(weights_only=True)`, which
 refuses to unpickle anything but tensors and plain containers.
+
+A pretrained folder (`vla.pretrained`: config.json and model.safetensors) carries the same
+policy config and format version with the weights alone; `load_policy` reads either.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import pickle
 import zipfile
@@ -24,14 +26,16 @@ from pathlib import Path
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from vla import migrations
 from vla.config import instantiate
 from vla.errors import CheckpointError
-from vla.models.parts import SHARED_SIZES
 from vla.models.policy import VLAPolicy
 
 # 2: the head, keypoints and FiLM are config nodes that target their classes (1 named factories)
 # 3: the policy holds the sizes its parts share, each part a partial; one pixel scaling
-CHECKPOINT_VERSION = 3
+# 4: token sources (keypoints, objects with their pointer) under `sources`; FiLM in
+#    image_encoder; the options removed after 71b5b1e gone from the config
+CHECKPOINT_VERSION = 4
 MIGRATES_FROM = 2  # the oldest format `migrate_policy_config` turns into this one
 SAFE_PREFIX = "vla."
 
@@ -73,6 +77,11 @@ def read_checkpoint(path) -> dict:
     Raises CheckpointError naming the file and the problem.
     """
     path = Path(path)
+    if (path / "config.json").is_file():  # a pretrained folder: weights, no training state
+        raise CheckpointError(
+            f"ckpt_path={str(path)!r} is a pretrained folder (weights only, no optimizer or "
+            "loop state): training cannot resume from it; pass the run's checkpoints/last.ckpt"
+        )
     if not path.is_file():
         raise CheckpointError(f"ckpt_path={str(path)!r} does not exist")
     if not zipfile.is_zipfile(path):  # torch.save writes a zip archive
@@ -103,57 +112,18 @@ def read_checkpoint(path) -> dict:
             f"formats {MIGRATES_FROM} to {CHECKPOINT_VERSION}"
         )
     if version < CHECKPOINT_VERSION:
-        config = migrate_policy_config(ckpt["vla"]["policy_config"], path)
+        config = migrate_policy_config(ckpt["vla"]["policy_config"], path, version)
+        ckpt["state_dict"] = migrations.rename_weights(ckpt["state_dict"], version)
         ckpt["vla"] = ckpt["vla"] | {"format": CHECKPOINT_VERSION, "policy_config": config}
     return ckpt
 
 
-def migrate_policy_config(config: dict, path) -> dict:
-    """A format-2 policy config in this format's layout (the weights' names are unchanged):
-    the sizes every part repeated move up to the policy, each part becomes a partial, the
-    normaliser follows state_dim/action_dim, and pixels are scaled one way for every part.
-
-    Raises CheckpointError for a format-2 config this layout cannot express (parts that
-    disagreed about a shared value, pixel statistics other than 0.5)."""
-    old = copy.deepcopy(config)
-
-    def refuse(what: str):
-        raise CheckpointError(
-            f"ckpt_path={str(path)!r} (checkpoint format 2) has {what}, which checkpoint "
-            f"format {CHECKPOINT_VERSION} cannot express"
-        )
-
-    image, encoder, normalizer = old["image_encoder"], old["encoder"], old.pop("normalizer")
-    for key in ("mean", "std"):  # every part now scales pixels [0,255] -> [-1,1]
-        if [float(v) for v in image.pop(key, [0.5] * 3)] != [0.5] * 3:
-            refuse(f"image_encoder.{key} other than 0.5")
-    image.pop("channels", None)
-    if normalizer.get("eps", 1e-6) != 1e-6:
-        refuse(f"normalizer.eps={normalizer['eps']}")
-    new = dict(_target_=old.pop("_target_"), d_model=old.pop("d_model"))
-    new |= {k: encoder[k] for k in ("n_heads", "depth", "mlp_ratio", "dropout", "attn_impl")}
-    new |= dict(pos_emb=image["pos_emb"], max_words=old["tokenizer"].pop("max_len"))
-    new |= dict(num_readouts=old["readout"]["num_readouts"], chunk_size=old["head"]["chunk_size"])
-    new |= dict(n_action_steps=old.pop("n_action_steps"), image_size=image["image_size"])
-    new |= dict(state_dim=normalizer["state_dim"], action_dim=normalizer["action_dim"])
-    text = old["text_encoder"]
-    if text.pop("max_len") != new["max_words"]:
-        refuse("text_encoder.max_len other than tokenizer.max_len")
-    text.pop("vocab_size")  # the policy checked it equal to the tokenizer's
-    encoder.pop("depth")
-    for later in ("referents", "relations"):  # parts most format-2 configs predate
-        old.setdefault(later, None)
-    if old["referents"]:  # its detector's width is the keypoints' now, given by the policy
-        old["referents"].pop("hidden", None)
-    for name, part in old.items():
-        if part is None:
-            new[name] = None
-            continue
-        for key in sorted(set(part) & set(SHARED_SIZES)):
-            if part.pop(key) != new[key]:
-                refuse(f"{name}.{key} other than the policy's {key}={new[key]!r}")
-        new[name] = {"_target_": part.pop("_target_"), "_partial_": True} | part
-    return new
+def migrate_policy_config(config: dict, path, version: int = MIGRATES_FROM) -> dict:
+    """A policy config of checkpoint format `version` in this format's layout
+    (`vla.migrations`); raises CheckpointError for one this format cannot express."""
+    if version < 3:
+        config = migrations.format2_to_3(config, path)
+    return migrations.format3_to_4(config, path) if version < 4 else config
 
 
 def check_targets(config, where: str = "policy_config") -> None:
@@ -178,6 +148,12 @@ def load_weights(policy: VLAPolicy, ckpt: dict, mismatch: str) -> None:
         for k, v in ckpt["state_dict"].items()
         if k.startswith("policy.")
     }
+    load_state(policy, state, mismatch)
+
+
+def load_state(policy: VLAPolicy, state: dict, mismatch: str) -> None:
+    """`policy.load_state_dict(state)`, strict; `mismatch` starts the one-line error naming the
+    first missing, unexpected or mis-shaped tensor if they do not fit."""
     try:
         policy.load_state_dict(state)
     except RuntimeError as e:
@@ -193,15 +169,29 @@ def policy_from_checkpoint(ckpt: dict, path="checkpoint") -> VLAPolicy:
     check_targets(config)
     policy = instantiate(config)
     load_weights(policy, ckpt, f"{path}: weights do not fit the architecture its config describes")
+    policy.policy_config, policy.env_config = config, ckpt["vla"]["env_config"]
     return policy.eval()
 
 
 def load_policy(path) -> tuple[VLAPolicy, dict]:
-    """(policy in eval mode, env config it was trained on) from a checkpoint file."""
+    """(policy in eval mode, env config it was trained on) from a checkpoint file, a
+    pretrained folder (`vla.pretrained`) or a Hub id of one."""
+    from vla.pretrained.folder import read_pretrained  # it imports this module
+    from vla.pretrained.hub import is_pretrained_source
+
+    if is_pretrained_source(path):
+        policy = read_pretrained(path)
+        return policy, rollout_env(path, policy.env_config)
     ckpt = read_checkpoint(path)
-    if ckpt["vla"]["env_config"] is None:
+    env_config = rollout_env(path, ckpt["vla"]["env_config"])
+    return policy_from_checkpoint(ckpt, path), env_config
+
+
+def rollout_env(path, env_config: dict | None) -> dict:
+    """The env a policy rolls out in; refused when its data had none."""
+    if env_config is None:
         raise CheckpointError(
             f"{path} was trained on data with no env to roll out in (data.rollouts=false): "
             "there is no task to evaluate it on"
         )
-    return policy_from_checkpoint(ckpt, path), dict(ckpt["vla"]["env_config"])
+    return dict(env_config)

@@ -41,7 +41,9 @@ def test_refusals_are_one_line(run, tmp_path, capsys):
         "export.py", *run, "format=rlds", f"out={tmp_path}/x", capsys=capsys
     )
     assert (
-        code == 2 and err.strip() == "error: format='rlds' is unknown: expected one of ['lerobot']"
+        code == 2
+        and err.strip()
+        == "error: format='rlds' is unknown: expected one of ['lerobot', 'pretrained']"
     )
     foreign = tmp_path / "foreign"
     foreign.mkdir()

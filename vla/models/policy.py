@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Mapping
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -109,6 +108,7 @@ class VLAPolicy(PretrainedMixin, nn.Module):
                 f"n_action_steps={n_action_steps} must be between 1 and chunk_size={chunk_size}"
             )
         self.n_action_steps, self.d_model = n_action_steps, d_model
+        self.action_dim, self.chunk_size = action_dim, chunk_size
         values = locals()
         build = functools.partial(build_part, shared={k: values[k] for k in SHARED_SIZES})
         self.tokenizer: Tokenizer = build("tokenizer", tokenizer, max_len=max_words)
@@ -131,14 +131,6 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         self.type_embed = nn.ParameterDict(
             {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in self.token_layout()}
         )
-
-    @property
-    def action_dim(self) -> int:
-        return self.head.action_dim
-
-    @property
-    def chunk_size(self) -> int:
-        return self.head.chunk_size
 
     def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
         """Store the training set's statistics (array-likes of length S, S, A, A)."""
@@ -224,14 +216,3 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         `vla.eval.runner.PolicyRunner` execute chunks one step at a time)."""
         with self.inference():
             return self.predict_chunk(self.encode(image, state, tokens).features)
-
-    @contextmanager
-    def inference(self):
-        """Eval mode and no autograd inside; the previous mode is restored after."""
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode():
-                yield
-        finally:
-            self.train(was_training)

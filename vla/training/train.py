@@ -22,6 +22,7 @@ from vla.errors import ConfigError, TrainingInterrupted
 from vla.eval.stats import format_summary
 from vla.models.chunking import check_chunking
 from vla.models.flops import query_flops, training_flops
+from vla.pretrained.run import write_run_pretrained
 from vla.runtime import configure_torch
 from vla.training.callbacks import LastCheckpoint
 from vla.training.module import build_module
@@ -154,6 +155,8 @@ def train(cfg: DictConfig) -> dict:
         eval_s=time.perf_counter() - trained,
         total_s=time.perf_counter() - start,
     )
+    # the weights the final evaluation measured, shareable without Lightning (vla.pretrained)
+    metrics["pretrained_model"] = str(write_run_pretrained(cfg, module, metrics, out_dir))
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     smoke = " (debug=fast: a smoke run of a few steps, not a trained policy)"
     if rollouts:
@@ -170,6 +173,7 @@ def train(cfg: DictConfig) -> dict:
     )
     log.info(f"best checkpoint: {metrics['best_checkpoint']}")
     log.info(f"last checkpoint: {metrics['last_checkpoint']}")
+    log.info(f"pretrained folder: {metrics['pretrained_model']} (VLAPolicy.from_pretrained)")
     log.info(f"run directory: {out_dir} (metrics.json, tensorboard/, train.log)")
     return metrics
 
