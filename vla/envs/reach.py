@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from vla.envs import render, scene
+from vla.envs import render, scene, window
 from vla.envs.config import check_env_args
 from vla.envs.families import Split
 from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS, HELD_OUT_VERBS
@@ -58,10 +58,10 @@ class ReachEnv(gym.Env):
             `grammar.RELATION_WORDS`); for evaluating one word, e.g. ["nearest"].
         background: RGB of the arena floor.
         pixel_noise: std of Gaussian noise added to every observed pixel (0-255 units).
-        render_mode: None or "rgb_array".
+        render_mode: None, "rgb_array" or "human" (a window at render_fps: `vla.envs.window`).
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata = {"render_modes": ["human", "rgb_array"], "render_fps": 10}
 
     def __init__(
         self,
@@ -109,6 +109,7 @@ class ReachEnv(gym.Env):
         self.background = tuple(int(c) for c in background)
         self.pixel_noise = float(pixel_noise)
         self.render_mode = render_mode
+        self._window = window.Window(self.metadata["render_fps"])  # opened by "human" only
         self._layout = scene.Layout(
             num_targets, shared_colours, scene.centre_margin(target_size), min_separation
         )
@@ -132,8 +133,7 @@ class ReachEnv(gym.Env):
     @property
     def target_position(self) -> np.ndarray | None:
         """Centre of the shape to reach now (the last one once all are reached)."""
-        now = self._now()
-        return None if now < 0 else self._centres[now]
+        return None if (now := self._now()) < 0 else self._centres[now]
 
     @property
     def object_centres(self) -> np.ndarray:
@@ -147,18 +147,13 @@ class ReachEnv(gym.Env):
 
     def _now(self) -> int:
         """Index of the shape to reach now (the last one once all are reached); -1: none."""
-        if not self._targets:
-            return -1
-        return self._targets[min(self._stage, len(self._targets) - 1)]
+        return self._targets[min(self._stage, len(self._targets) - 1)] if self._targets else -1
 
-    @property
-    def effector_position(self) -> np.ndarray:
-        return self._pos
+    effector_position = property(lambda self: self._pos)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """A new scene and instruction. `options={"instruction": text}` instructs `text`
-        instead: scenes are drawn until what it names is there, and success is measured; text
-        outside the grammar is shown as it is, with nothing to reach (`info["targets"] == 0`)."""
+        """A new scene and instruction; `options={"instruction": text}` draws scenes until what
+        `text` names is there (text outside the grammar: nothing to reach, info["targets"] 0)."""
         super().reset(seed=seed)
         rng = self.np_random
         typed = (options or {}).get("instruction")
@@ -174,6 +169,8 @@ class ReachEnv(gym.Env):
         self._elapsed, self._stage = 0, 0
         self._scene = self._draw(self.image_size)  # what stays put: drawn once per stage
         self._distance = self._target_distance()
+        if self.render_mode == "human":
+            self.render()
         return self._get_obs(), self._get_info()
 
     def step(self, action):
@@ -198,14 +195,15 @@ class ReachEnv(gym.Env):
                 self._scene = self._draw(self.image_size)  # the reached shape now dimmed
                 self._distance = self._target_distance()
         terminated = bool(self._targets) and self._stage == len(self._targets)
-        if terminated:
-            reward += self.success_bonus
+        reward += self.success_bonus if terminated else 0.0
         limit = self.max_episode_steps * max(len(self._targets), 1)
         truncated = not terminated and self._elapsed >= limit
+        if self.render_mode == "human":
+            self.render()
         return self._get_obs(), float(reward), terminated, truncated, self._get_info()
 
     def render(self):
-        if self.render_mode != "rgb_array":
+        if self.render_mode is None:
             return None
         frame = self._draw(self.render_size)
         # the success radius as a faint ring around the effector, for people watching
@@ -213,7 +211,10 @@ class ReachEnv(gym.Env):
         render.draw_disc(frame, self._pos, self._effector_radius)
         # noise like the policy's, from a generator of its own: watching must not change it
         frame = render.add_noise(frame, self.pixel_noise, np.random.default_rng(self._elapsed))
-        return frame
+        return self._window.show(frame) if self.render_mode == "human" else frame
+
+    def close(self):
+        self._window.close()
 
     # ---- helpers ----
     def _draw(self, size: int) -> np.ndarray:
