@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import lightning as L
-from hydra.utils import get_class
+from hydra.utils import get_class, get_method
 from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig
 
@@ -58,6 +58,8 @@ def check_config(cfg: DictConfig) -> None:
 
 def train(cfg: DictConfig) -> dict:
     """Trains a policy as `cfg` says; returns the final metrics (also in <run>/metrics.json)."""
+    if cfg.get("recipe") is not None:  # a model family with a loop of its own (experiment=vlm)
+        return get_method(cfg.recipe)(cfg)
     start, start_unix = time.perf_counter(), time.time()
     check_config(cfg)
     configure_torch(cfg.get("threads"))

@@ -1,0 +1,83 @@
+"""The corpus covers what it claims; the control and the demonstrations, read back from disk,
+hold out what they say they hold out."""
+
+import numpy as np
+import pytest
+
+from vla.data.collect import collect
+from vla.data.dataset import load_demos
+from vla.envs.families import named_pairs
+from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS, PAIRS, parse
+from vla.envs.referents import resolve
+from vla.models.tokenizer import UNK_ID
+from vla.vlm.corpus import CorpusConfig, control_config, ensure_corpus
+from vla.vlm.questions import FAMILIES
+from vla.vlm.vocab import NUMBERS, VLMTokenizer
+
+HELD_NAMES = [" ".join(PAIRS[p]) for p in HELD_OUT_PAIRS]
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    root = tmp_path_factory.mktemp("corpora")
+    full = ensure_corpus(root, CorpusConfig(num_scenes=300, seed=3))
+    control = ensure_corpus(root, control_config(num_scenes=300, seed=3))
+    return full, control
+
+
+def test_full_corpus_covers_every_family_pair_size_and_shared_colours(corpora):
+    full, _ = corpora
+    counts = np.bincount(full["family"], minlength=len(FAMILIES))
+    assert (counts >= 290).all() and full["manifest"]["num_examples"] == counts.sum()
+    text = " ".join(full["question"]) + " " + " ".join(full["answer"])
+    assert all(" ".join(p) in text for p in PAIRS)  # every pair, the held-out ones too
+    pairs = full["pairs"]
+    colours = [[PAIRS[p][0] for p in row if p >= 0] for row in pairs]
+    assert sum(len(set(c)) < len(c) for c in colours) > 30  # scenes with shared colours
+    assert {int((row >= 0).sum()) for row in pairs} == {2, 3, 4}
+    tok = VLMTokenizer()
+    assert (tok.encode(list(full["question"])) != UNK_ID).all()  # every word is in the vocabulary
+
+
+def test_answers_are_true_of_their_scenes(corpora):
+    full, _ = corpora
+    for i in np.flatnonzero(full["family"] == FAMILIES.index("count"))[:100]:
+        q, pairs = str(full["question"][i]).split(), full["pairs"][full["scene"][i]]
+        names = [PAIRS[p] for p in pairs if p >= 0]
+        kind = q[2]
+        n = sum(c == kind for c, _ in names) if q[3] == "shapes" and kind != "shapes" else None
+        if n is None:
+            n = sum(kind in ("shapes", s + "s") for _, s in names)
+        assert full["answer"][i] == NUMBERS[n]
+    for i in np.flatnonzero(full["family"] == FAMILIES.index("relation"))[:100]:
+        s = full["scene"][i]
+        m = int((full["pairs"][s] >= 0).sum())
+        pairs, centres = list(full["pairs"][s][:m]), full["centres"][s][:m]
+        ref = parse("reach the " + str(full["question"][i]).removeprefix("what is the ")).referents[
+            0
+        ]
+        assert " ".join(PAIRS[pairs[resolve(ref, pairs, centres)]]) == full["answer"][i]
+
+
+def test_control_read_back_from_disk_never_touches_what_the_demonstrations_hold_out(corpora):
+    _, control = corpora
+    assert control["manifest"]["held_out"]["pairs"] == list(HELD_OUT_PAIRS)
+    for q, a in zip(control["question"], control["answer"], strict=True):
+        assert not any(n in q or n in a for n in HELD_NAMES), (q, a)
+        asked = [k.replace(":", " the ") for k in HELD_OUT_RELATIONS if " " in k.split(":")[1]]
+        asked += [k.replace(":", " ") for k in HELD_OUT_RELATIONS if " " not in k.split(":")[1]]
+        assert not any(k in q for k in asked), q  # "left of the yellow circle", "leftmost triangle"
+    targets = control["target"] >= 0
+    target_pairs = control["pairs"][control["scene"][targets], control["target"][targets]]
+    assert not np.isin(target_pairs, HELD_OUT_PAIRS).any()
+    assert np.isin(control["pairs"], HELD_OUT_PAIRS).any()  # they are still in the scenes
+    assert len(control["scene"]) > 1200
+
+
+def test_demonstrations_read_back_from_disk_never_name_or_target_a_held_out_pair(tmp_path):
+    env = dict(families=["name", "attribute", "relation", "sequence"])
+    demos = load_demos(collect(env, tmp_path, 40, 0, 0.3, progress=False))
+    for text in demos.instructions:
+        named = [p for r in parse(text).referents for p in named_pairs(r)]
+        assert not any(PAIRS.index(p) in HELD_OUT_PAIRS for p in named), text
+    assert not np.isin(np.asarray(demos.target_pair), HELD_OUT_PAIRS).any()

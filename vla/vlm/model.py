@@ -1,0 +1,228 @@
+"""VLMPolicy: one prefix-LM Transformer that answers questions and acts, over one vocabulary.
+
+    prefix (bidirectional)                                   suffix (causal)
+    image [B,H,W,3] ─ ImageEncoder ─> patches [B,Np,D] ─┐
+    words [B,L] ─ token_embed + word_pos ─> [B,L,D] ────┼─ + type ─> [B,P,D] ┐
+    state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] ──┘ (PAD for questions) │
+    <bos> a_1 .. a_n ─ token_embed + suffix_pos ─> [B,s,D] ─ + type ─────────┴─> [B,P+s,D]
+        ─ PrefixLMBlock x depth (prefix-LM mask) ─ LayerNorm ─ lm_head (tied) ─> [B,s,V]
+
+The answer to a question and the action chunk of an instruction are both the suffix: answer
+words or <loc_i> tokens then <eos>, or K*A action-bin tokens (x then y, step by step). Decoding
+is greedy, with a KV cache, and constrained: answers never emit action tokens, actions only
+action tokens. The rollouts' API (`predict_chunk_tensors`, `tokenizer`, `chunk_size`,
+`n_action_steps`, `normalizer`, `reset`, `inference`) is the one `VLAPolicy` offers.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+from vla.errors import ConfigError
+from vla.models.image_encoder import ImageEncoder
+from vla.models.normalizer import Normalizer
+from vla.models.state_encoder import StateEncoder
+from vla.models.tokenizer import PAD_ID, UNK_ID
+from vla.vlm.actions import ActionBins
+from vla.vlm.prefix_lm import KVCache, PrefixLMBlock, prefix_lm_allowed
+from vla.vlm.vocab import VLMTokenizer
+
+GROUPS = ("image", "text", "state", "suffix")
+
+
+class VLMPolicy(nn.Module):
+    """Vision-language(-action) model: prefix-LM over patches, words and state.
+
+    Args:
+        tokenizer: a partial of `VLMTokenizer` (given `max_len=max_words`).
+        image_encoder: a partial of `ImageEncoder` (given image_size and d_model).
+        image_size, state_dim, action_dim: the env's.
+        d_model, n_heads, depth, mlp_ratio, dropout, attn_impl: the Transformer's.
+        max_words: most words in a question or instruction.
+        max_answer: most answer tokens before <eos>.
+        chunk_size: K actions per query, A*K tokens; n_action_steps: N <= K executed.
+        patch_norm: a LayerNorm on the patch tokens before they join the sequence.
+    """
+
+    def __init__(
+        self, *, tokenizer, image_encoder, image_size: int, state_dim: int, action_dim: int,
+        d_model: int, n_heads: int, depth: int, mlp_ratio: float = 4, dropout: float = 0.0,
+        attn_impl: str = "sdpa", max_words: int = 16, max_answer: int = 12,
+        chunk_size: int = 1, n_action_steps: int = 1, patch_norm: bool = False,
+    ):  # fmt: skip
+        super().__init__()
+        if not 1 <= n_action_steps <= chunk_size:
+            raise ConfigError(
+                f"n_action_steps={n_action_steps} must be between 1 and chunk_size={chunk_size}"
+            )
+        self.d_model, self.max_answer = d_model, max_answer
+        self.n_action_steps, self._chunk_size = n_action_steps, chunk_size
+        self.tokenizer: VLMTokenizer = tokenizer(max_len=max_words)
+        self.image_encoder: ImageEncoder = image_encoder(image_size=image_size, d_model=d_model)
+        # patches come out ~100x the scale of fresh word vectors; a LayerNorm puts them on one
+        # scale, so attention and MLP updates can move them too (None: off)
+        self.patch_norm = nn.LayerNorm(d_model) if patch_norm else None
+        V = self.tokenizer.vocab_size
+        self.token_embed = nn.Embedding(V, d_model)
+        nn.init.normal_(self.token_embed.weight, std=0.02)
+        self.word_pos = nn.Parameter(torch.randn(max_words, d_model) * 0.02)
+        self.max_suffix = max(max_answer + 1, chunk_size * action_dim)
+        self.suffix_pos = nn.Parameter(torch.randn(self.max_suffix, d_model) * 0.02)
+        self.state_encoder = StateEncoder(state_dim, d_model)
+        self.type_embed = nn.ParameterDict(
+            {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in GROUPS}
+        )
+        self.blocks = nn.ModuleList(
+            PrefixLMBlock(d_model, n_heads, mlp_ratio, dropout, attn_impl, index=i)
+            for i in range(depth)
+        )
+        self.norm = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, V, bias=False)
+        self.lm_head.weight = self.token_embed.weight  # tied: one table of word vectors
+        self.normalizer = Normalizer(state_dim, action_dim)
+        self.action_bins = ActionBins(action_dim, self.tokenizer.action_bins)
+
+    # ---- the policy API the rollouts use ----
+    @property
+    def chunk_size(self) -> int:
+        return self._chunk_size
+
+    @property
+    def action_dim(self) -> int:
+        return self.action_bins.action_dim
+
+    def num_tokens(self, num_words: int | None = None) -> int:
+        L = self.tokenizer.max_len if num_words is None else num_words
+        return self.image_encoder.num_patches + L + 1 + self.max_suffix
+
+    def reset(self) -> None:
+        """Nothing to reset: greedy decoding draws no noise."""
+
+    def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
+        self.normalizer.set_stats(state_mean, state_std, action_low, action_high)
+
+    @contextmanager
+    def inference(self):
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode():
+                yield
+        finally:
+            self.train(was_training)
+
+    # ---- the sequence ----
+    def prefix(self, image, state, tokens, has_state) -> tuple[Tensor, Tensor]:
+        """Prefix tokens [B,P,D] and PAD mask [B,P] (True = PAD), P = Np + L + 1.
+
+        Args:
+            image uint8 [B,H,W,3], state env units [B,S], tokens [B,L], has_state bool [B]
+            (False: a question, whose state slot is PAD).
+        """
+        B, L = tokens.shape
+        t = self.type_embed
+        patches = self.image_encoder(image)  # [B,Np,D]
+        if self.patch_norm is not None:
+            patches = self.patch_norm(patches)
+        patches = patches + t["image"]
+        words = self.token_embed(tokens) + self.word_pos[:L] + t["text"]  # [B,L,D]
+        st = self.state_encoder(self.normalizer.normalize_state(state)) + t["state"]  # [B,1,D]
+        x = torch.cat([patches, words, st], dim=1)  # [B,P,D]
+        no_patch_pad = torch.zeros(B, patches.shape[1], dtype=torch.bool, device=x.device)
+        pad = torch.cat([no_patch_pad, tokens == PAD_ID, ~has_state[:, None]], dim=1)  # [B,P]
+        return x, pad
+
+    def embed_suffix(self, ids: Tensor, start: int = 0) -> Tensor:
+        """Suffix ids [B,s] at suffix positions start.. -> [B,s,D]."""
+        s = ids.shape[1]
+        return (
+            self.token_embed(ids) + self.suffix_pos[start : start + s] + self.type_embed["suffix"]
+        )
+
+    def run(self, x, allowed, cache: KVCache | None = None) -> Tensor:
+        """The blocks and the final norm: [B,t,D] -> [B,t,D]."""
+        for block in self.blocks:
+            x = block(x, allowed, cache)
+        return self.norm(x)
+
+    def suffix_logits(self, image, state, tokens, has_state, suffix_in) -> Tensor:
+        """Teacher forcing: logits [B,s,V] of the token after each suffix input [B,s]."""
+        x, pad = self.prefix(image, state, tokens, has_state)  # [B,P,D], [B,P]
+        P = x.shape[1]
+        x = torch.cat([x, self.embed_suffix(suffix_in)], dim=1)  # [B,P+s,D]
+        pad = torch.cat([pad, suffix_in == PAD_ID], dim=1)  # [B,P+s]
+        h = self.run(x, prefix_lm_allowed(P, pad))  # [B,P+s,D]
+        return self.lm_head(h[:, P:])  # [B,s,D] -> [B,s,V]
+
+    def loss(self, batch: dict) -> Tensor:
+        """Mean next-token cross-entropy over the real suffix targets (PAD ignored)."""
+        logits = self.suffix_logits(
+            batch["image"], batch["state"], batch["tokens"], batch["has_state"], batch["suffix"]
+        )  # [B,s,V]
+        return nn.functional.cross_entropy(
+            logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=PAD_ID
+        )
+
+    # ---- decoding ----
+    def vocab_mask(self, actions: bool, device) -> Tensor:
+        """bool [V]: the ids a decoding step may emit (actions: only action bins; answers:
+        anything but action bins, PAD, UNK and <bos>)."""
+        tok = self.tokenizer
+        ids = torch.arange(tok.vocab_size, device=device)
+        is_action = ids >= tok.action_start
+        if actions:
+            return is_action
+        return ~is_action & (ids != PAD_ID) & (ids != UNK_ID) & (ids != tok.bos_id)
+
+    @torch.no_grad()
+    def generate(self, image, state, tokens, has_state, steps: int, actions: bool, cache=True):
+        """Greedy constrained decoding of `steps` suffix tokens: ids [B,<=steps] (answers stop
+        once every row has its <eos>). With `cache`,
+        the prefix and <bos> run once and each step attends to the cached keys and values;
+        without, every step recomputes the whole sequence (the reference)."""
+        B = tokens.shape[0]
+        allowed_ids = self.vocab_mask(actions, tokens.device)  # [V]
+        out = torch.full((B, 1), self.tokenizer.bos_id, device=tokens.device)  # [B,1]
+        if not cache:
+            for _ in range(steps):
+                logits = self.suffix_logits(image, state, tokens, has_state, out)[:, -1]  # [B,V]
+                nxt = logits.masked_fill(~allowed_ids, float("-inf")).argmax(-1)  # [B]
+                out = torch.cat([out, nxt[:, None]], dim=1)
+            return out[:, 1:]
+        kv = KVCache()
+        x, pad = self.prefix(image, state, tokens, has_state)  # [B,P,D]
+        P = x.shape[1]
+        x = torch.cat([x, self.embed_suffix(out)], dim=1)  # + <bos>: [B,P+1,D]
+        pad = torch.cat([pad, torch.zeros_like(pad[:, :1])], dim=1)  # [B,P+1]
+        h = self.run(x, prefix_lm_allowed(P, pad), kv)[:, -1]  # [B,D]
+        for s in range(steps):
+            logits = self.lm_head(h).masked_fill(~allowed_ids, float("-inf"))  # [B,V]
+            out = torch.cat([out, logits.argmax(-1, keepdim=True)], dim=1)  # [B,s+2]
+            done = (out[:, 1:] == self.tokenizer.eos_id).any(-1).all()  # every answer ended
+            if s == steps - 1 or (done and not actions):
+                break
+            pad = torch.cat([pad, torch.zeros_like(pad[:, :1])], dim=1)  # [B,T]
+            allowed = pad.logical_not()[:, None, None, :]  # one query sees the cache and itself
+            h = self.run(self.embed_suffix(out[:, -1:], s + 1), allowed, kv)[:, -1]  # [B,D]
+        return out[:, 1:]
+
+    def predict_chunk_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
+        """Observations -> action chunks [B,K,A] in env units, clipped to [-1,1]."""
+        with self.inference():
+            has_state = torch.ones(len(tokens), dtype=torch.bool, device=tokens.device)
+            K, A = self.chunk_size, self.action_dim
+            ids = self.generate(image, state, tokens, has_state, K * A, actions=True)  # [B,K*A]
+            return self.action_bins.from_tokens(ids, self.tokenizer.action_start).clamp(-1, 1)
+
+    def answer(self, image: Tensor, questions: list[str]) -> list[str]:
+        """Greedy answers to questions about images uint8 [B,H,W,3] (no state)."""
+        with self.inference():
+            tokens = self.tokenizer.encode(questions).to(image.device)  # [B,L]
+            B = len(tokens)
+            state = torch.zeros(B, self.normalizer.state_dim, device=image.device)
+            has_state = torch.zeros(B, dtype=torch.bool, device=image.device)
+            ids = self.generate(image, state, tokens, has_state, self.max_answer + 1, False)
+            return [self.tokenizer.answer_text(row) for row in ids.tolist()]

@@ -1,0 +1,148 @@
+"""The VLM's training recipe as a LightningModule: next-token cross-entropy on the suffix
+(answers and action tokens alike), and at validation the answers decoded greedily and scored
+per family (`val/acc/<family>`), the action chunks decoded and compared (`val/action_mse`)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from vla.checkpoint import vla_payload
+from vla.models.tokenizer import PAD_ID
+from vla.vlm.data import ACTION_FAMILY, CENTRE, FAMILY, HAS_STATE, IMAGE, STATE, TARGETS, TOKENS
+from vla.vlm.model import VLMPolicy
+from vla.vlm.questions import FAMILIES
+from vla.vlm.scoring import correct, per_family
+
+
+@torch.no_grad()
+def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str], list[bool]]:
+    """Greedy answers to a batch's corpus examples, scored: (family names, hits)."""
+    keep = batch[FAMILY] != ACTION_FAMILY
+    if not keep.any():
+        return [], []
+    tok = policy.tokenizer
+    with policy.inference():
+        ids = policy.generate(
+            batch[IMAGE][keep], batch[STATE][keep], batch[TOKENS][keep], batch[HAS_STATE][keep],
+            policy.max_answer + 1, actions=False,
+        )  # fmt: skip
+    families = [FAMILIES[f] for f in batch[FAMILY][keep].tolist()]
+    refs = [
+        tok.answer_text([i for i in row if i != PAD_ID]) for row in batch[TARGETS][keep].tolist()
+    ]
+    preds = [tok.answer_text(row) for row in ids.tolist()]
+    centres = batch[CENTRE][keep].numpy()
+    hits = [
+        correct(f, p, r, c, tok) for f, p, r, c in zip(families, preds, refs, centres, strict=True)
+    ]
+    return families, hits
+
+
+@torch.no_grad()
+def action_mse(policy: VLMPolicy, batch: dict[str, Tensor]) -> Tensor | None:
+    """Squared error of the greedy chunks' first step against the demonstrated action."""
+    keep = batch[FAMILY] == ACTION_FAMILY
+    if not keep.any():
+        return None
+    chunk = policy.predict_chunk_tensors(
+        batch[IMAGE][keep], batch[STATE][keep], batch[TOKENS][keep]
+    )
+    first = batch[TARGETS][keep][:, : policy.action_dim]  # [n,A] tokens of step 0
+    target = policy.action_bins.from_tokens(first, policy.tokenizer.action_start)[:, 0]  # [n,A]
+    return (chunk[:, 0] - target).square().sum(-1).mean()
+
+
+class VLMModule(L.LightningModule):
+    """Args: policy; optimizer and scheduler partials (as `BCModule`'s); the configs a
+    checkpoint stores to rebuild the policy and its env (None: no env, stage 1)."""
+
+    def __init__(
+        self,
+        policy: VLMPolicy,
+        optimizer: Callable,
+        scheduler: Callable | None = None,
+        policy_config: dict | None = None,
+        env_config: dict | None = None,
+    ):
+        super().__init__()
+        self.policy = policy
+        self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
+        self.policy_config, self.env_config = policy_config, env_config
+        self._hits: dict[str, list[bool]] = defaultdict(list)
+        self._mse: list[float] = []
+
+    def model_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Mean token cross-entropy, and its share on answers and on actions (for the logs)."""
+        p = self.policy
+        logits = p.suffix_logits(
+            batch[IMAGE], batch[STATE], batch[TOKENS], batch[HAS_STATE], batch["suffix"]
+        )  # [B,S,V]
+        targets = batch[TARGETS]  # [B,S]
+        ce = torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), targets, ignore_index=PAD_ID, reduction="none"
+        )  # [B,S]
+        real = targets != PAD_ID
+        loss = ce.sum() / real.sum().clamp(min=1)
+        logs = {}
+        is_action = (batch[FAMILY] == ACTION_FAMILY)[:, None] & real
+        for name, sel in (("loss_answers", real & ~is_action), ("loss_actions", is_action)):
+            if sel.any():
+                logs[name] = ce[sel].mean().detach()
+        return loss, logs
+
+    def training_step(self, batch, batch_idx):
+        loss, logs = self.model_step(batch)
+        n = len(batch[FAMILY])
+        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        for k, v in logs.items():
+            self.log(f"train/{k}", v, batch_size=n)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        loss, logs = self.model_step(batch)
+        n = len(batch[FAMILY])
+        self.log("val/loss", loss, prog_bar=True, batch_size=n)
+        for k, v in logs.items():
+            self.log(f"val/{k}", v, batch_size=n)
+        for f, hit in zip(*score_answers(self.policy, batch), strict=True):
+            self._hits[f].append(hit)
+        mse = action_mse(self.policy, batch)
+        if mse is not None:
+            self._mse.append(float(mse))
+
+    def on_validation_epoch_end(self) -> None:
+        if self._hits:
+            families = [f for f, hits in self._hits.items() for _ in hits]
+            hits = [h for f in self._hits for h in self._hits[f]]
+            for f, v in per_family(families, hits).items():
+                self.log(f"val/acc/{f}", v["accuracy"])
+        if self._mse:
+            self.log("val/action_mse", sum(self._mse) / len(self._mse))
+        self._hits, self._mse = defaultdict(list), []
+        if not self.trainer.sanity_checking:
+            self.log("step", float(self.global_step))
+
+    def configure_optimizers(self):
+        decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
+        no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
+        groups = [
+            {"params": decay, "name": "decay"},
+            {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
+        ]
+        optimizer = self.optimizer_factory(groups)
+        if self.scheduler_factory is None:
+            return optimizer
+        total = self.trainer.estimated_stepping_batches
+        scheduler = self.scheduler_factory(optimizer, total_steps=total)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["vla"] = vla_payload(self.policy_config, self.env_config)
