@@ -38,13 +38,15 @@ GROUPS = {
     "paths": ["default"],
     "eval": ["default"],
     "debug": ["fast"],
-    "experiment": ["chunked", "flow", "objects", "shared_colours", "suite", "tiny_quick"],
+    "experiment": ["chunked", "flow", "objects", "plain", "shared_colours", "suite", "tiny_quick"],
 }
 ELSEWHERE = {  # options tested in other files
     "env": ["as_trained"],  # eval's: tests/envs/test_families.py
     "trainer": ["ddp", "ddp_cpu", "gpu"],  # tests/training/test_distributed.py
     "suite": ["levels"],  # tests/eval/test_suite.py
-    "data": ["lerobot"],  # tests/lerobot/test_datamodule.py
+    "data": ["lerobot", "vlm", "vlm_control"],  # tests/lerobot/test_datamodule.py, tests/vlm
+    "experiment": ["rt2", "vlm"],  # tests/vlm/test_train.py
+    "model": ["vlm_small"],  # tests/vlm
     "hydra": ["default"],  # every command composes it
 }  # model/head, model/keypoints, model/film, model/objects: tests/models
 
