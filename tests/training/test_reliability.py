@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["eval.seed=2000000000"], "eval.seed=2000000000 with 200 episodes"),
         (
             ["callbacks.rollout_eval.seed=1000000000"],
-            r"callbacks.rollout_eval.seed=1000000000 with 100 episodes .* selection range",
+            r"callbacks.rollout_eval.seed=1000000000 with 300 episodes .* selection range",
         ),
     ],
 )
