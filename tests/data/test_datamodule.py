@@ -158,5 +158,3 @@ def test_non_finite_action_labels_are_refused_where_training_reads_them(tmp_path
     fresh.prepare_data()  # the files are whole, so the cache is reused as it is
     with pytest.raises(DatasetError, match=r"action.npy has 1 non-finite action labels .*step 7"):
         fresh.setup("fit")
-
-
