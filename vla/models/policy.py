@@ -132,10 +132,6 @@ class VLAPolicy(PretrainedMixin, nn.Module):
             {g: nn.Parameter(torch.randn(d_model) * 0.02) for g in self.token_layout()}
         )
 
-    def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
-        """Store the training set's statistics (array-likes of length S, S, A, A)."""
-        self.normalizer.set_stats(state_mean, state_std, action_low, action_high)
-
     def token_layout(self, num_words: int | None = None) -> dict[str, slice]:
         """Where each group sits in the encoder's sequence (words: tokenizer.max_len by default)."""
         sizes = {"image": self.image_encoder.num_patches}

@@ -120,6 +120,10 @@ class PretrainedMixin:
             self._action_runner = PolicyRunner(self)
         return self._action_runner.act(env_observation(obs, instruction))
 
+    def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
+        """Store the training set's statistics (array-likes of length S, S, A, A)."""
+        self.normalizer.set_stats(state_mean, state_std, action_low, action_high)
+
     @contextmanager
     def inference(self):
         """Eval mode and no autograd inside; the previous mode is restored after."""

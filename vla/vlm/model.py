@@ -16,14 +16,13 @@ action tokens. The rollouts' API (`predict_chunk_tensors`, `tokenizer`, `chunk_s
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
 from vla.models.image_encoder import ImageEncoder
 from vla.models.normalizer import Normalizer
+from vla.models.pretrained import PretrainedMixin
 from vla.models.state_encoder import StateEncoder
 from vla.models.tokenizer import PAD_ID, UNK_ID
 from vla.vlm.actions import ActionBins
@@ -33,7 +32,7 @@ from vla.vlm.vocab import VLMTokenizer
 GROUPS = ("image", "text", "state", "suffix")
 
 
-class VLMPolicy(nn.Module):
+class VLMPolicy(PretrainedMixin, nn.Module):
     """Vision-language(-action) model: prefix-LM over patches, words and state.
 
     Args:
@@ -99,20 +98,9 @@ class VLMPolicy(nn.Module):
         return self.image_encoder.num_patches + L + 1 + self.max_suffix
 
     def reset(self) -> None:
-        """Nothing to reset: greedy decoding draws no noise."""
-
-    def set_normalization(self, state_mean, state_std, action_low, action_high) -> None:
-        self.normalizer.set_stats(state_mean, state_std, action_low, action_high)
-
-    @contextmanager
-    def inference(self):
-        was_training = self.training
-        self.eval()
-        try:
-            with torch.inference_mode():
-                yield
-        finally:
-            self.train(was_training)
+        """Start of an episode: nothing queued for `select_action` (greedy decoding draws no
+        noise, so there is no stream to restart)."""
+        self._action_runner = None
 
     # ---- the sequence ----
     def prefix(self, image, state, tokens, has_state) -> tuple[Tensor, Tensor]:
