@@ -95,20 +95,20 @@ class VLMModule(L.LightningModule):
                 logs[name] = ce[sel].mean().detach()
         return loss, logs
 
-    def training_step(self, batch, batch_idx):
+    def _logged_step(self, batch, split: str):
+        """model_step, its loss and logs under `split/`."""
         loss, logs = self.model_step(batch)
         n = len(batch[FAMILY])
-        self.log("train/loss", loss, prog_bar=True, batch_size=n)
+        self.log(f"{split}/loss", loss, prog_bar=True, batch_size=n)
         for k, v in logs.items():
-            self.log(f"train/{k}", v, batch_size=n)
+            self.log(f"{split}/{k}", v, batch_size=n)
         return loss
 
+    def training_step(self, batch, batch_idx):
+        return self._logged_step(batch, "train")
+
     def validation_step(self, batch, batch_idx):
-        loss, logs = self.model_step(batch)
-        n = len(batch[FAMILY])
-        self.log("val/loss", loss, prog_bar=True, batch_size=n)
-        for k, v in logs.items():
-            self.log(f"val/{k}", v, batch_size=n)
+        self._logged_step(batch, "val")
         for f, hit in zip(*score_answers(self.policy, batch), strict=True):
             self._hits[f].append(hit)
         mse = action_mse(self.policy, batch)
