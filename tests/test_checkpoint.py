@@ -99,38 +99,42 @@ def test_a_format_2_checkpoint_loads_as_the_same_policy(tmp_path):
         read_checkpoint(tmp_path / "x.ckpt")
 
 
-# format-3 policy configs and weight names as that code saved them (71b5b1e; written by it)
-V3 = json.loads(Path(__file__).with_name("policy_config_v3.json").read_text())
+# format-3 and format-4 policy configs and weight names as that code saved them (written by
+# 71b5b1e and 3c9e0d6)
+OLD = {v: json.loads(Path(__file__).with_name(f"policy_config_v{v}.json").read_text()) for v in (3, 4)}  # fmt: skip
 
 
+@pytest.mark.parametrize("version", [3, 4])
 @pytest.mark.parametrize(
     "recipe, overrides", [("default", []), ("objects", ["model/objects=slots"])]
 )
-def test_a_format_3_checkpoint_loads_as_the_same_policy(tmp_path, recipe, overrides):
+def test_an_older_checkpoint_loads_as_the_same_policy(tmp_path, version, recipe, overrides):
     cfg = compose_config("train", ["model=tiny", "env.image_size=32", *overrides])
     torch.manual_seed(0)
     policy = instantiate(cfg.model).eval()
-    old_names = V3[recipe]["weights"]
+    old_names = OLD[version][recipe]["weights"]
     new_names = list(policy.state_dict())
-    renamed = rename_weights({f"policy.{k}": None for k in old_names}, 3)
+    renamed = rename_weights({f"policy.{k}": None for k in old_names}, version)
     assert sorted(k.removeprefix("policy.") for k in renamed) == sorted(new_names)
     new_of = dict(zip(old_names, (k.removeprefix("policy.") for k in renamed), strict=True))
     state = {f"policy.{k}": policy.state_dict()[new_of[k]] for k in old_names}
-    old = {"format": 3, "policy_config": V3[recipe]["policy_config"], "env_config": {}}
-    torch.save({"vla": old, "state_dict": state}, tmp_path / "v3.ckpt")
-    assert read_checkpoint(tmp_path / "v3.ckpt")["vla"]["policy_config"] == policy_config(cfg)
-    loaded, _ = load_policy(tmp_path / "v3.ckpt")
+    config = OLD[version][recipe]["policy_config"]
+    old = {"format": version, "policy_config": config, "env_config": {}}
+    torch.save({"vla": old, "state_dict": state}, tmp_path / "old.ckpt")
+    assert read_checkpoint(tmp_path / "old.ckpt")["vla"]["policy_config"] == policy_config(cfg)
+    loaded, _ = load_policy(tmp_path / "old.ckpt")
     batch = random_batch(policy)
     with torch.no_grad():
         features = [p.encode(batch[IMAGE], batch[STATE], batch[TOKENS]).features for p in (policy, loaded)]  # fmt: skip
     torch.testing.assert_close(features[0], features[1], rtol=0, atol=0)
-    removed = copy.deepcopy(old)
-    removed["policy_config"]["referents"] = {"_target_": "vla.models.referents.ReferentSelector"}
-    torch.save({"vla": removed, "state_dict": state}, tmp_path / "x.ckpt")
-    with pytest.raises(
-        CheckpointError, match="uses model/referents, which was removed .*git checkout 71b5b1e"
-    ):
-        read_checkpoint(tmp_path / "x.ckpt")
+    if version == 3:
+        removed = copy.deepcopy(old)
+        removed["policy_config"]["referents"] = {"_target_": "vla.models.referents.ReferentSelector"}  # fmt: skip
+        torch.save({"vla": removed, "state_dict": state}, tmp_path / "x.ckpt")
+        with pytest.raises(
+            CheckpointError, match="uses model/referents, which was removed .*git checkout 71b5b1e"
+        ):
+            read_checkpoint(tmp_path / "x.ckpt")
 
 
 def test_checkpoint_that_would_run_code_is_refused(tmp_path):

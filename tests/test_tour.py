@@ -11,10 +11,10 @@ import torch
 from tests.builders import compose_config, run_script_here
 from vla.config import instantiate
 from vla.envs.config import env_kwargs_of
-from vla.models.image_encoder import normalize_pixels
-from vla.models.observation import prepare_observation
+from vla.eval.observation import prepare_observation
+from vla.models.language import masked_mean
 from vla.models.policy import VLAPolicy
-from vla.models.text_encoder import masked_mean
+from vla.models.vision import normalize_pixels
 from vla.tour import real_batch
 
 LINE = re.compile(r"^  (?P<name>\S+)\s+(?P<dims>\[[\w*,]+\])\s+(?P<shape>\[[\d, ]+\])")

@@ -35,7 +35,8 @@ from vla.models.policy import VLAPolicy
 # 3: the policy holds the sizes its parts share, each part a partial; one pixel scaling
 # 4: token sources (keypoints, objects with their pointer) under `sources`; FiLM in
 #    image_encoder; the options removed after 71b5b1e gone from the config
-CHECKPOINT_VERSION = 4
+# 5: the parts' classes in files along the data flow (language, vision, state, transformer)
+CHECKPOINT_VERSION = 5
 MIGRATES_FROM = 2  # the oldest format `migrate_policy_config` turns into this one
 SAFE_PREFIX = "vla."
 
@@ -123,7 +124,9 @@ def migrate_policy_config(config: dict, path, version: int = MIGRATES_FROM) -> d
     (`vla.migrations`); raises CheckpointError for one this format cannot express."""
     if version < 3:
         config = migrations.format2_to_3(config, path)
-    return migrations.format3_to_4(config, path) if version < 4 else config
+    if version < 4:
+        config = migrations.format3_to_4(config, path)
+    return migrations.format4_to_5(config) if version < 5 else config
 
 
 def check_targets(config, where: str = "policy_config") -> None:

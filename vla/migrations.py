@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 from vla.errors import CheckpointError
-from vla.models.parts import SHARED_SIZES
+from vla.models.policy import SHARED_SIZES
 
 REMOVED_AT = "71b5b1e"  # the last commit with model/referents, model/relations and the rest
 SOURCES = ("keypoints", "objects")  # the token sources of format 3, top-level parts then
@@ -87,6 +87,31 @@ def format3_to_4(config: dict, path) -> dict:
     if (new.get("film") or {}).get("_target_") == "vla.models.film.FiLM":
         new["film"]["_target_"] = "vla.models.image_encoder.FiLM"
     return new
+
+
+# format 5 holds the default's parts in files along the data flow
+MOVED_IN_5 = {
+    "vla.models.tokenizer.Tokenizer": "vla.models.language.Tokenizer",
+    "vla.models.text_encoder.TextEncoder": "vla.models.language.TextEncoder",
+    "vla.models.image_encoder.ImageEncoder": "vla.models.vision.ImageEncoder",
+    "vla.models.image_encoder.FiLM": "vla.models.vision.FiLM",
+    "vla.models.keypoints.KeypointEncoder": "vla.models.vision.KeypointEncoder",
+    "vla.models.state_encoder.StateEncoder": "vla.models.state.StateEncoder",
+    "vla.models.readout.Readout": "vla.models.transformer.Readout",
+}
+
+
+def format4_to_5(config):
+    """A format-4 config (a policy's or a VLM's) in format 5: the classes that moved files
+    are named where they live now; nothing else changes, the weights' names neither."""
+    if isinstance(config, dict):
+        new = {k: format4_to_5(v) for k, v in config.items()}
+        if new.get("_target_") in MOVED_IN_5:
+            new["_target_"] = MOVED_IN_5[new["_target_"]]
+        return new
+    if isinstance(config, list):
+        return [format4_to_5(v) for v in config]
+    return config
 
 
 def rename_weights(state: dict, version: int) -> dict:

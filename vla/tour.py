@@ -34,8 +34,8 @@ from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
+from vla.eval.observation import prepare_observation
 from vla.models.attention import build_allowed_mask, scaled_dot_product
-from vla.models.observation import prepare_observation
 from vla.models.policy import VLAPolicy
 
 SEARCH = 50  # reset seeds looked through for instructions of differing lengths

@@ -9,7 +9,7 @@ from tests.lerobot.conftest import ENV
 from vla.data.datamodule import ReachDataModule
 from vla.errors import ConfigError, DatasetError
 from vla.keys import ACTION, EPISODE, IMAGE, STATE, TOKENS
-from vla.models.tokenizer import Tokenizer
+from vla.models.language import Tokenizer
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("pandas")

@@ -141,7 +141,7 @@ def test_torch_counts_the_textbook_flops_of_self_attention(attn_impl):
     nothing for the CPU's fused kernel, so an sdpa layer is counted on its written-out path."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from vla.models.flops import naive_attention
+    from vla.benchmark.flops import naive_attention
 
     T, D = 10, 64
     mha = MultiHeadAttention(D, 4, attn_impl=attn_impl)

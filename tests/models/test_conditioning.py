@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from vla.errors import ConfigError
-from vla.models.keypoints import KeypointEncoder
+from vla.models.vision import KeypointEncoder
 
 
 def test_a_spatial_softmax_keypoint_lands_on_the_pixel_its_detector_fires_on():

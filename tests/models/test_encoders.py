@@ -2,19 +2,17 @@ import pytest
 import torch
 
 from vla.errors import ConfigError
-from vla.models.image_encoder import FiLM, ImageEncoder, normalize_pixels
-from vla.models.positions import PositionEmbedding1D, PositionEmbedding2D, sinusoidal_1d
-from vla.models.readout import Readout
-from vla.models.state_encoder import StateEncoder
-from vla.models.text_encoder import TextEncoder, masked_mean
-from vla.models.tokenizer import Tokenizer
+from vla.models.language import TextEncoder, Tokenizer, masked_mean
+from vla.models.state import StateEncoder
+from vla.models.transformer import PositionEmbedding, Readout, sinusoidal_1d
+from vla.models.vision import FiLM, ImageEncoder, normalize_pixels
 
 
 def test_sinusoidal_positions():
     table = sinusoidal_1d(10, 8)
     torch.testing.assert_close(table[0], torch.tensor([0.0] * 4 + [1.0] * 4))
     torch.testing.assert_close(table[3, 0], torch.tensor(3.0).sin())  # fastest frequency is 1
-    pos = PositionEmbedding2D(3, 4, 16, kind="sinusoidal")
+    pos = PositionEmbedding((3, 4), 16, kind="sinusoidal")
     assert "table" not in pos.state_dict()  # fixed, so not saved
     grid = pos.table.reshape(3, 4, 16)
     # first half of the channels encodes the row, second half the column
@@ -25,19 +23,19 @@ def test_sinusoidal_positions():
         grid[0, 0, 8:], grid[0, 1, 8:]
     )
     with pytest.raises(ConfigError, match="dim % 4 == 0, got dim=18"):
-        PositionEmbedding2D(2, 2, 18, kind="sinusoidal")
+        PositionEmbedding((2, 2), 18, kind="sinusoidal")
 
 
 def test_learned_positions_are_parameters_and_none_adds_nothing():
-    learned = PositionEmbedding1D(5, 8, kind="learned")
+    learned = PositionEmbedding((5,), 8, kind="learned")
     assert isinstance(learned.table, torch.nn.Parameter) and learned.table.shape == (5, 8)
     x = torch.randn(2, 3, 8)
     torch.testing.assert_close(learned(x), x + learned.table[:3])
-    assert torch.equal(PositionEmbedding1D(5, 8, kind="none")(x), x)
+    assert torch.equal(PositionEmbedding((5,), 8, kind="none")(x), x)
     with pytest.raises(ValueError, match="6 tokens exceeds the 5 positions"):
         learned(torch.randn(1, 6, 8))
     with pytest.raises(ConfigError, match="unknown pos_emb 'rope'"):
-        PositionEmbedding1D(5, 8, kind="rope")
+        PositionEmbedding((5,), 8, kind="rope")
 
 
 def test_image_encoder_shapes_and_normalisation():
@@ -55,11 +53,12 @@ def test_coordinate_features_tell_identical_patches_apart():
     image = torch.full((1, 32, 32, 3), 128, dtype=torch.uint8)  # the same content everywhere
     plain = ImageEncoder(32, 8, 24, coord_features=False, pos_emb="none")(image)
     coords = ImageEncoder(32, 8, 24, coord_features=True, pos_emb="none")
-    assert coords.patch_dim == 8 * 8 * 3  # coordinates have their own projection
+    assert coords.patch_embed.in_features == 8 * 8 * 3  # coordinates have their own projection
     assert torch.allclose(plain, plain[:, :1].expand_as(plain))  # 16 identical tokens
     out = coords(image)
     assert torch.cdist(out[0], out[0]).fill_diagonal_(1.0).min() > 1e-3  # 16 distinct tokens
-    assert coords.coords[0, 0].tolist() == pytest.approx([-31 / 32, -31 / 32])  # x, y in (-1,1)
+    first = coords.coord_patches[0, 0].reshape(8, 8, 2)  # the top-left patch's coordinates
+    assert first[0, 0].tolist() == pytest.approx([-31 / 32, -31 / 32])  # x, y in (-1,1)
 
 
 def test_modulation_touches_content_but_not_positions():
@@ -170,7 +169,7 @@ def test_referent_positions_count_within_each_referent():
 
 def test_referents_open_at_the_tokenizers_own_then(make_policy):
     """A custom vocabulary moves "then": the policy hands the text encoder its id."""
-    from vla.models.tokenizer import default_vocabulary
+    from vla.models.language import default_vocabulary
 
     vocab = default_vocabulary()
     vocab.remove("then")

@@ -6,7 +6,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from vla import keys
-from vla.models.flops import naive_attention, query_flops, training_flops
+from vla.benchmark.flops import naive_attention, query_flops, training_flops
 
 
 def counted(policy, fn) -> int:

@@ -12,7 +12,7 @@ from vla.config import instantiate
 from vla.errors import ConfigError
 from vla.models.heads import AutoregressiveHead, ContinuousHead, DiscreteHead, FlowHead
 from vla.models.heads.base import actions_to_bins, bins_to_actions
-from vla.models.parts import SHARED_SIZES, build_part
+from vla.models.policy import SHARED_SIZES, build_part
 
 HEADS = sorted(p.stem for p in (CONF_DIR / "model" / "head").glob("*.yaml"))
 

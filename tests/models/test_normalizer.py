@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from vla.models.normalizer import Normalizer
+from vla.models.state import Normalizer
 
 
 def _fitted():

@@ -7,7 +7,7 @@ import torch
 
 from vla.errors import ConfigError
 from vla.models.objects import ObjectEncoder, where_features
-from vla.models.positions import pixel_coordinates
+from vla.models.vision import pixel_coordinates
 
 
 def test_slots_are_expected_pixel_coordinates_and_tokens_have_the_right_shape():

@@ -6,7 +6,7 @@ import torch
 from vla.envs import grammar
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
-from vla.models.tokenizer import PAD_ID, UNK_ID, Tokenizer
+from vla.models.language import PAD_ID, UNK_ID, Tokenizer
 
 
 def _small():
@@ -25,7 +25,7 @@ def test_known_ids_padding_and_unknown_words():
 
 
 def test_default_vocabulary_covers_the_grammar():
-    tok = Tokenizer.from_grammar()
+    tok = Tokenizer()
     assert tok.vocab[:2] == ["<pad>", "<unk>"]
     assert tok.vocab[2:] == grammar.vocabulary()
     assert tok.max_len == grammar.max_words() == 14
@@ -44,7 +44,7 @@ def grammar_families(split: str) -> list[str]:
 
 
 def test_unknown_words_are_read_as_unk():
-    tok = Tokenizer.from_grammar()
+    tok = Tokenizer()
     read = {"approach": "<unk>", "head to": "<unk> to", "walk to": "<unk> to"}  # "to" is known
     assert set(read) == set(grammar.UNKNOWN_VERBS)
     for verb, words in read.items():

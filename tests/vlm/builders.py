@@ -4,7 +4,7 @@ import functools
 
 import torch
 
-from vla.models.image_encoder import ImageEncoder
+from vla.models.vision import ImageEncoder
 from vla.vlm.model import VLMPolicy
 from vla.vlm.vocab import VLMTokenizer
 

@@ -9,7 +9,7 @@ from vla.data.dataset import load_demos
 from vla.envs.families import named_pairs
 from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS, PAIRS, parse
 from vla.envs.referents import resolve
-from vla.models.tokenizer import UNK_ID
+from vla.models.language import UNK_ID
 from vla.vlm.corpus import CorpusConfig, control_config, ensure_corpus
 from vla.vlm.questions import FAMILIES
 from vla.vlm.vocab import NUMBERS, VLMTokenizer

@@ -3,7 +3,7 @@
 import torch
 
 from tests.vlm.builders import inputs, small_policy
-from vla.models.tokenizer import PAD_ID
+from vla.models.language import PAD_ID
 from vla.vlm.prefix_lm import PrefixLMBlock, prefix_lm_allowed
 
 

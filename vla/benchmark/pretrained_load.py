@@ -50,7 +50,7 @@ def first_observations(env_config: dict, n: int = 64) -> dict:
 
 
 def same_chunks(a, b, env_config: dict) -> bool:
-    from vla.models.observation import prepare_observation
+    from vla.eval.observation import prepare_observation
 
     image, state, tokens, _ = prepare_observation(
         first_observations(env_config), a.tokenizer, torch.device("cpu")

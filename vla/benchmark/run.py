@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from vla.benchmark.flops import query_flops, training_flops
 from vla.benchmark.inference import attention_speed, collect_speed, latency, rollout_speed
 from vla.benchmark.report import format_results, goals_met
 from vla.benchmark.training import lightning_loop, make_module, matmul_peak, torch_loop
@@ -19,7 +20,6 @@ from vla.config import check_group_choices, instantiate
 from vla.envs.config import env_kwargs_of
 from vla.errors import ConfigError
 from vla.keys import TOKENS
-from vla.models.flops import query_flops, training_flops
 from vla.runtime import configure_torch
 
 

@@ -9,7 +9,8 @@ A policy with chunk_size K predicts K actions per query. Two ways to execute the
                         (ACT's temporal ensembling, lerobot's `ACTTemporalEnsembler`): m > 0
                         trusts older predictions more, m < 0 newer ones, m = 0 weighs all alike.
 
-Both keep their state per env, so in a vector env an episode that ends mid-chunk restarts
+`check_chunking` refuses the settings that cannot mean anything, for training (before any data
+is made) and evaluation (before any rollout) alike. Both keep their state per env, so in a vector env an episode that ends mid-chunk restarts
 with an empty queue (`reset(mask)`) while the others carry on. Ensembling averages actions in
 env units whatever the head: for the token heads it blends bin centres (the result may lie
 between bins, as a finer action), for the flow head it blends independent samples, which can
@@ -22,6 +23,8 @@ import abc
 import math
 
 import numpy as np
+
+from vla.errors import ConfigError
 
 
 class ChunkExecutor(abc.ABC):
@@ -140,3 +143,30 @@ def make_executor(
     if temporal_ensemble_coeff is None:
         return ActionQueue(num_envs, chunk_size, action_dim, n_action_steps)
     return TemporalEnsembler(num_envs, chunk_size, action_dim, temporal_ensemble_coeff)
+
+
+def check_chunking(
+    policy, n_action_steps: int | None, temporal_ensemble_coeff: float | None
+) -> int:
+    """The n_action_steps a runner executes; refuses settings that cannot mean anything."""
+    K = policy.chunk_size
+    if temporal_ensemble_coeff is not None:
+        if K == 1:
+            raise ConfigError(
+                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} blends overlapping "
+                "chunks, but this policy predicts one action per query (model.chunk_size=1)"
+            )
+        if n_action_steps not in (None, 1):
+            raise ConfigError(
+                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} queries the policy "
+                f"every step, so eval.n_action_steps={n_action_steps} must be 1 or unset"
+            )
+        if not np.isfinite(temporal_ensemble_coeff):
+            raise ConfigError(
+                f"eval.temporal_ensemble_coeff={temporal_ensemble_coeff} must be a finite number"
+            )
+        return 1
+    n = policy.n_action_steps if n_action_steps is None else n_action_steps
+    if not 1 <= n <= K:
+        raise ConfigError(f"eval.n_action_steps={n} must be between 1 and model.chunk_size={K}")
+    return n

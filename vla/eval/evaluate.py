@@ -16,12 +16,12 @@ from vla.envs.config import env_changes
 from vla.envs.grammar import GrammarError, parse, split_words
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError
+from vla.eval.chunking import check_chunking
 from vla.eval.compare import check_same_env, compare
 from vla.eval.rollout import ABLATIONS, check_ablations, rollout
 from vla.eval.stats import format_summary
 from vla.eval.suite import applicable, run_suite, select_levels
 from vla.eval.video import annotate, save_gif, save_mp4
-from vla.models.chunking import check_chunking
 from vla.run_folder import resolve_ckpt_path
 from vla.runtime import configure_torch
 

@@ -19,9 +19,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from vla.eval.chunking import make_executor
-from vla.models.chunking import check_chunking
-from vla.models.observation import prepare_observation
+from vla.eval.chunking import check_chunking, make_executor
+from vla.eval.observation import prepare_observation
 from vla.models.policy import VLAPolicy
 
 

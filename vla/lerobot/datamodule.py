@@ -28,7 +28,7 @@ from vla.envs.reach import ACTION_DIM, STATE_DIM
 from vla.errors import ConfigError, DatasetError
 from vla.lerobot.layout import ACTION_KEY, EXPORT_MARKER, IMAGE_KEY, STATE_KEY
 from vla.lerobot.reader import read_info, read_lerobot
-from vla.models.tokenizer import UNK_ID
+from vla.models.language import UNK_ID
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from vla.envs.config import env_kwargs_of
 
 def setup_seconds(cfg) -> float:
     """Seconds from building `cfg.data`'s data module to its training tensors."""
-    from vla.models.tokenizer import Tokenizer
+    from vla.models.language import Tokenizer
 
     start = time.perf_counter()
     get_class(cfg.data._target_).configure(cfg)

@@ -14,23 +14,18 @@ Axis legend, used in shape comments ([B,T,D]) and einops patterns ("b t (h d)"):
     a   action dims (A = 2)
     n   bins per action dim (N = num_bins)
 
-    tokenizer       text <-> ids, vocabulary saved in the state_dict
-    positions       sinusoidal / learned 1-D and 2-D position embeddings
-    attention       multi-head attention by hand + the SDPA fast path
-    transformer     pre-norm encoder blocks
-    image_encoder   uint8 image -> patch tokens (+ coordinate channels, FiLM by the instruction)
-    text_encoder    ids -> word tokens + PAD mask, and the pooled instruction
-    state_encoder   state -> one token
-    sources         the seam for token groups beyond patches, words and state
-    keypoints       spatial-softmax keypoint tokens (where learned detectors fire): a source
-    objects         object tokens with a pointer (experiment=objects): a source
-    readout         learned action queries (self- or cross-attention)
-    heads           continuous / discrete / autoregressive / flow action heads
-    normalizer      state and action statistics as buffers
-    policy          VLAPolicy, composing all of the above
-    pretrained      save_pretrained / from_pretrained / select_action
-    chunking        which chunk-execution settings a policy accepts (training and eval)
-    flops           FLOPs of a training step and of a query, counted by torch
+The default policy reads in eight files, along the data flow:
+
+    language     Tokenizer (text <-> ids) and TextEncoder (ids -> word tokens, PAD mask)
+    vision       ImageEncoder (patches, FiLM) and the token sources: KeypointEncoder
+    state        StateEncoder (one token) and Normalizer (env units <-> the policy's)
+    attention    multi-head attention by hand + the SDPA fast path
+    transformer  positions, pre-norm blocks, the readout (learned action queries)
+    heads/       base (what a head offers, bins) and discrete, the default head
+    policy       VLAPolicy, composing all of the above
+
+    objects      object tokens with a pointer (experiment=objects): a token source
+    heads/       continuous, autoregressive and flow, the other heads
 """
 
 from vla.models.attention import MultiHeadAttention, scaled_dot_product
@@ -41,16 +36,11 @@ from vla.models.heads import (
     DiscreteHead,
     FlowHead,
 )
-from vla.models.image_encoder import FiLM, ImageEncoder
-from vla.models.keypoints import KeypointEncoder
-from vla.models.normalizer import Normalizer
+from vla.models.language import TextEncoder, Tokenizer
 from vla.models.policy import VLAPolicy
-from vla.models.positions import PositionEmbedding1D, PositionEmbedding2D
-from vla.models.readout import Readout
-from vla.models.state_encoder import StateEncoder
-from vla.models.text_encoder import TextEncoder
-from vla.models.tokenizer import Tokenizer
-from vla.models.transformer import EncoderBlock, TransformerEncoder
+from vla.models.state import Normalizer, StateEncoder
+from vla.models.transformer import EncoderBlock, PositionEmbedding, Readout, TransformerEncoder
+from vla.models.vision import FiLM, ImageEncoder, KeypointEncoder, TokenSource
 
 __all__ = [
     "ActionHead",
@@ -58,17 +48,17 @@ __all__ = [
     "ContinuousHead",
     "DiscreteHead",
     "EncoderBlock",
-    "FlowHead",
     "FiLM",
+    "FlowHead",
     "ImageEncoder",
     "KeypointEncoder",
     "MultiHeadAttention",
     "Normalizer",
-    "PositionEmbedding1D",
-    "PositionEmbedding2D",
+    "PositionEmbedding",
     "Readout",
     "StateEncoder",
     "TextEncoder",
+    "TokenSource",
     "Tokenizer",
     "TransformerEncoder",
     "VLAPolicy",

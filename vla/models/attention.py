@@ -40,9 +40,7 @@ def scaled_dot_product(
         out [..., Tq, Dv] and the weights [..., Tq, Tk] (before dropout; each row sums to 1,
         or is all zero when a query may see no key at all).
     """
-    scores = (
-        q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    )  # [...,Tq,Dh] @ [...,Dh,Tk] -> [...,Tq,Tk]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # -> [...,Tq,Tk]
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
@@ -82,8 +80,7 @@ def build_allowed_mask(
     if attn_mask is not None:
         if attn_mask.dtype != torch.bool:
             raise ValueError(f"attn_mask must be bool (True = blocked), got {attn_mask.dtype}")
-        extra = ~attn_mask
-        extra = extra.view(-1, 1, tq, tk)  # [Tq,Tk] | [B,Tq,Tk] -> [B|1,1,Tq,Tk]
+        extra = (~attn_mask).view(-1, 1, tq, tk)  # [Tq,Tk] | [B,Tq,Tk] -> [B|1,1,Tq,Tk]
         allowed = extra if allowed is None else allowed & extra
     if key_padding_mask is not None:
         keep = rearrange(~key_padding_mask, "b tk -> b 1 1 tk")  # [B,Tk] -> [B,1,1,Tk]
@@ -120,10 +117,7 @@ class MultiHeadAttention(nn.Module):
             raise ConfigError(f"unknown attn_impl {attn_impl!r} (expected one of: sdpa, naive)")
         if not 0.0 <= dropout < 1.0:
             raise ConfigError(f"dropout={dropout} must be in [0, 1)")
-        self.d_model = d_model
-        self.n_heads = n_heads
-        self.dropout = dropout
-        self.attn_impl = attn_impl
+        self.n_heads, self.dropout, self.attn_impl = n_heads, dropout, attn_impl
         # Q from the queries, K and V from the sequence being read (the same one for self-attention)
         self.to_q = nn.Linear(d_model, d_model, bias=bias)
         self.to_kv = nn.Linear(d_model, 2 * d_model, bias=bias)
@@ -156,12 +150,10 @@ class MultiHeadAttention(nn.Module):
         B, Tq, D = x_q.shape
         Tk = x_kv.shape[1]
 
-        q = rearrange(
-            self.to_q(x_q), "b t (h d) -> b h t d", h=self.n_heads
-        )  # [B,Tq,D] -> [B,H,Tq,Dh]
-        k, v = rearrange(
-            self.to_kv(x_kv), "b t (two h d) -> two b h t d", two=2, h=self.n_heads
-        )  # [B,Tk,D] -> 2 x [B,H,Tk,Dh]
+        H = self.n_heads
+        q = rearrange(self.to_q(x_q), "b t (h d) -> b h t d", h=H)  # [B,Tq,D] -> [B,H,Tq,Dh]
+        kv = rearrange(self.to_kv(x_kv), "b t (two h d) -> two b h t d", two=2, h=H)
+        k, v = kv  # [B,Tk,D] -> 2 x [B,H,Tk,Dh]
         allowed = build_allowed_mask(Tq, Tk, key_padding_mask, causal, attn_mask, x_q.device)
         dropout_p = self.dropout if self.training else 0.0
 

@@ -8,7 +8,7 @@
         what = where @ h                                 [B,K,C]   features at the slot
         token = Linear(what) + Linear(x, y, x^2 + y^2)   [B,K,D]
 
-Unlike the keypoint detector (`vla.models.keypoints`), nothing here hears the instruction:
+Unlike the keypoint detector (`vla.models.vision.KeypointEncoder`), nothing here hears the instruction:
 the detector finds *every* shape, and choosing one is left to attention between words and
 objects in the encoder. A relation needs what each object is, where it is and how far it is
 from another: the token carries the pooled features (colour, shape, dimmed or not) and
@@ -33,9 +33,13 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
-from vla.models.image_encoder import normalize_pixels
-from vla.models.positions import pixel_coordinates
-from vla.models.sources import TokenGroup, TokenSource
+from vla.models.vision import (
+    TokenGroup,
+    TokenSource,
+    check_image,
+    normalize_pixels,
+    pixel_coordinates,
+)
 
 
 def where_features(xy: Tensor) -> Tensor:
@@ -98,12 +102,8 @@ class ObjectEncoder(TokenSource):
         Returns:
             xy [B,K,2] in [-1,1], what [B,K,C] and the spatial softmax where [B,K,H*W].
         """
-        B, H, W, C = image.shape
-        if (H, W) != (self.image_size, self.image_size):
-            raise ValueError(
-                f"image of shape {tuple(image.shape)} does not match [B,{self.image_size},"
-                f"{self.image_size},3]"
-            )
+        B = image.shape[0]
+        check_image(image, self.image_size)
         x = rearrange(normalize_pixels(image), "b h w c -> b c h w")  # [B,3,H,W] in [-1,1]
         x = torch.cat([x, self.coord_channels.expand(B, -1, -1, -1)], dim=1)  # -> [B,5,H,W]
         h = self.features(x)  # [B,5,H,W] -> [B,C,H,W]

@@ -10,18 +10,19 @@ their tokens.
         ─ TransformerEncoder (PAD words masked as keys) ─ Readout ─> features [B,R,D]
         ─ head: loss against the normalised action chunk, or predict ─ unnormalise ─> [B,K,A]
 
-A chunk is this step's action and the K-1 after it (K = `chunk_size`, ACT). The parts arrive
-as Hydra partials and get the sizes they share from the policy (`vla.models.parts`), which owns
-only what ties them together: type embeddings, the token layout, env units. The one seam for
-research is a token source (`vla.models.sources`); losses that use privileged information
-belong to the training recipe (`vla.training.module.BCModule`), which reads their outputs.
+A chunk is this step's action and the K-1 after it (K = `chunk_size`, ACT). Each part's
+config node is a Hydra partial holding only its own settings; the policy calls it with the
+sizes its constructor names (`build_part`), so `model.d_model=64` reaches every part and no two
+parts can disagree about a size. Research enters as a token source (`vla.models.vision.TokenSource`);
+losses on privileged information belong to the recipe (`vla.training.module.BCModule`).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import torch
@@ -29,18 +30,39 @@ from torch import Tensor, nn
 
 from vla import keys
 from vla.errors import ConfigError
-from vla.models.heads import ActionHead
-from vla.models.heads.base import action_chunk
-from vla.models.image_encoder import FiLM, ImageEncoder
-from vla.models.normalizer import Normalizer
-from vla.models.parts import SHARED_SIZES, Part, build_part
-from vla.models.pretrained import PretrainedMixin
-from vla.models.readout import Readout
-from vla.models.sources import build_sources
-from vla.models.state_encoder import StateEncoder
-from vla.models.text_encoder import TextEncoder, masked_mean
-from vla.models.tokenizer import Tokenizer
-from vla.models.transformer import TransformerEncoder
+from vla.models.heads.base import ActionHead, action_chunk
+from vla.models.language import TextEncoder, Tokenizer, masked_mean
+from vla.models.state import Normalizer, StateEncoder
+from vla.models.transformer import Readout, TransformerEncoder
+from vla.models.vision import FiLM, ImageEncoder, build_sources
+from vla.pretrained.mixin import PretrainedMixin
+
+Part = Callable[..., nn.Module]  # a part's partial, called with the sizes it shares
+
+# what VLAPolicy hands every part whose constructor names it
+SHARED_SIZES = (
+    "image_size", "state_dim", "action_dim", "d_model", "n_heads", "mlp_ratio", "dropout",
+    "attn_impl", "pos_emb", "num_readouts", "chunk_size",
+)  # fmt: skip
+
+
+def build_part(name: str, part: Part, shared: dict, **given) -> nn.Module:
+    """`part(**sizes)`: the entries of `shared` its constructor names, plus `given`. Refuses
+    a node that sets one of those itself (its home is `model.<key>`, or the policy) or names
+    an argument the constructor does not take."""
+    if not callable(part):
+        raise ConfigError(f"model.{name} must be a _target_ node with _partial_: true")
+    func = part.func if isinstance(part, functools.partial) else part
+    own = part.keywords if isinstance(part, functools.partial) else {}
+    names = inspect.signature(func).parameters
+    values = {k: v for k, v in shared.items() if k in names} | given
+    for key in sorted(set(values) & set(own)):
+        home = f"model.{key}" if key in shared else "the policy"
+        raise ConfigError(f"model.{name}.{key}={own[key]!r} is set by {home}: remove it here")
+    unknown = sorted(set(own) - set(names))
+    if unknown and not any(p.kind == p.VAR_KEYWORD for p in names.values()):
+        raise ConfigError(f"model.{name}: {func.__name__} takes no argument {unknown[0]!r}")
+    return part(**values)
 
 
 class Encoding(NamedTuple):
@@ -55,22 +77,16 @@ class VLAPolicy(PretrainedMixin, nn.Module):
     """Vision-language-action policy trained by behavior cloning.
 
     Args:
-        tokenizer: instruction text -> ids (its vocabulary is saved with the weights).
-        image_encoder: image -> patch tokens.
-        text_encoder: ids -> word tokens and PAD mask (its vocabulary is the tokenizer's).
-        state_encoder: normalised state -> one token.
-        encoder: the Transformer over the token sequence.
-        readout: action queries ("self": in the sequence, "cross": attending to it).
-        head: readout features -> normalised actions, and the training loss.
+        tokenizer, image_encoder, text_encoder, state_encoder, encoder, readout, head: the
+            parts, as partials (conf/model/small.yaml names each one's class).
         image_size, state_dim, action_dim: the env's image side (px), state and action sizes.
-        d_model, n_heads, depth, mlp_ratio, dropout, attn_impl, pos_emb: the sizes and
-            Transformer settings the parts share (depth: the encoder's blocks).
+        d_model, n_heads, depth, mlp_ratio, dropout, attn_impl, pos_emb: what the parts
+            share (depth: the encoder's blocks).
         max_words: most words an instruction may have (None: the grammar's longest).
         num_readouts, chunk_size: R action queries; K actions predicted per observation.
         n_action_steps: N, actions of each chunk executed before the next query (1 <= N <= K).
-        film: optional FiLM of the patches by the pooled instruction (None: off).
-        **sources: token sources by name (`model.keypoints`, `model.objects`; None: off),
-            placed after the patches in this order.
+        film: FiLM of the patches by the pooled instruction (None: off).
+        **sources: token sources by name (`model.keypoints`; None: off), after the patches.
     """
 
     def __init__(
@@ -144,25 +160,15 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         return {name: slice(a, a + n) for (name, n), a in zip(sizes.items(), starts, strict=False)}
 
     def num_tokens(self, num_words: int | None = None) -> int:
-        """Length of the encoder's sequence for instructions of `num_words` words (None: the
-        most the tokenizer keeps; a batch is as long as its longest instruction)."""
+        """The encoder's sequence length for instructions of `num_words` words."""
         return max(s.stop for s in self.token_layout(num_words).values())
 
     def encode(
         self, image: Tensor, state: Tensor, tokens: Tensor, need_weights: bool = False
     ) -> Encoding:
-        """Readout features for a batch.
-
-        Args:
-            image: uint8 [B,H,W,3].
-            state: env-unit state [B,S].
-            tokens: int64 ids [B,L], PAD-padded.
-            need_weights: also return the attention weights (encoder layers [B,H,T,T], then for
-                a "cross" readout its weights [B,H,R,T]).
-
-        Returns:
-            Encoding: features [B,R,D], the token sources' outputs, the weights when asked.
-        """
+        """Image uint8 [B,H,W,3], env-unit state [B,S], PAD-padded ids [B,L] -> features
+        [B,R,D] and the token sources' outputs; with `need_weights` also the attention weights
+        (each encoder layer's [B,H,T,T], then a "cross" readout's [B,H,R,T])."""
         B, L = tokens.shape
         words, pad_mask = self.text_encoder(tokens)  # [B,L] -> [B,L,D], [B,L] (True = PAD)
         instruction = masked_mean(words, pad_mask)  # [B,L,D] -> [B,D]
@@ -207,8 +213,7 @@ class VLAPolicy(PretrainedMixin, nn.Module):
         return self.normalizer.unnormalize_action(self.head.predict(features)).clamp(-1.0, 1.0)
 
     def predict_chunk_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
-        """Observations (image uint8 [B,H,W,3], env-unit state [B,S], ids [B,L]) -> action
-        chunks [B,K,A] in env units (eval mode, no autograd; stateless: `select_action` and
-        `vla.eval.runner.PolicyRunner` execute chunks one step at a time)."""
+        """`encode`'s inputs -> action chunks [B,K,A] in env units, in eval mode without
+        autograd (stateless: `select_action` and `PolicyRunner` execute them step by step)."""
         with self.inference():
             return self.predict_chunk(self.encode(image, state, tokens).features)

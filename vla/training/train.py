@@ -13,15 +13,15 @@ from hydra.utils import get_class, get_method
 from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig
 
+from vla.benchmark.flops import query_flops, training_flops
 from vla.config import check_group_choices, instantiate
 from vla.data.datamodule import ReachDataModule
 from vla.data.seeds import check_seeds
 from vla.envs.config import env_kwargs_of
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError, TrainingInterrupted
+from vla.eval.chunking import check_chunking
 from vla.eval.stats import format_summary
-from vla.models.chunking import check_chunking
-from vla.models.flops import query_flops, training_flops
 from vla.pretrained.run import write_run_pretrained
 from vla.runtime import configure_torch
 from vla.training.callbacks import LastCheckpoint

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from vla.data.chunks import chunk_indices
-from vla.models.tokenizer import PAD_ID
+from vla.models.language import PAD_ID
 from vla.vlm.actions import ActionBins
 from vla.vlm.questions import FAMILIES
 from vla.vlm.vocab import VLMTokenizer

@@ -20,11 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
-from vla.models.image_encoder import ImageEncoder
-from vla.models.normalizer import Normalizer
-from vla.models.pretrained import PretrainedMixin
-from vla.models.state_encoder import StateEncoder
-from vla.models.tokenizer import PAD_ID, UNK_ID
+from vla.models.language import PAD_ID, UNK_ID
+from vla.models.state import Normalizer, StateEncoder
+from vla.models.vision import ImageEncoder
+from vla.pretrained.mixin import PretrainedMixin
 from vla.vlm.actions import ActionBins
 from vla.vlm.prefix_lm import KVCache, PrefixLMBlock, prefix_lm_allowed
 from vla.vlm.vocab import VLMTokenizer

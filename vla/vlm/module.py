@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from vla.checkpoint import vla_payload
-from vla.models.tokenizer import PAD_ID
+from vla.models.language import PAD_ID
 from vla.vlm.data import ACTION_FAMILY, CENTRE, FAMILY, HAS_STATE, IMAGE, STATE, TARGETS, TOKENS
 from vla.vlm.model import VLMPolicy
 from vla.vlm.questions import FAMILIES

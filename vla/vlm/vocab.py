@@ -8,7 +8,7 @@
                        <act_0> .. <act_{N-1}>           an action bin, N bins per dim (OpenVLA)
 
 The order never changes for given sizes, so ids are stable, and the list travels with the
-weights (`vla.models.tokenizer.Tokenizer` stores it in the state_dict). Text is encoded word by
+weights (`vla.models.language.Tokenizer` stores it in the state_dict). Text is encoded word by
 word by that tokenizer; the special tokens are only ever produced as ids.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from vla.envs import grammar
 from vla.errors import ConfigError
-from vla.models.tokenizer import PAD, UNK, Tokenizer
+from vla.models.language import PAD, UNK, Tokenizer
 
 NUMBERS = ("zero", "one", "two", "three", "four", "five")
 PLURALS = {"circle": "circles", "square": "squares", "triangle": "triangles", "shape": "shapes"}

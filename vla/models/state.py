@@ -1,17 +1,49 @@
-"""Dataset statistics stored as buffers, so a checkpoint carries the units it was trained in.
+"""State: the effector's position and velocity as one token, and the units a policy keeps.
 
-state  (env units) ─ (s - mean) / std ─────────────────> ~N(0,1)   (into the policy)
-action (env units) ─ 2 (a - low) / (high - low) - 1 ───> [-1,1]    (training target)
-action [-1,1] ─────── (a + 1) / 2 (high - low) + low ──> env units (out of the policy)
+    state  (env units) ─ (s - mean) / std ─ StateEncoder: Linear ─> one token [B,1,D]
+    action (env units) ─ 2 (a - low) / (high - low) - 1 ─> [-1,1]      (training target)
+    action [-1,1] ────── (a + 1) / 2 (high - low) + low ─> env units   (out of the policy)
+
+The statistics are buffers, so a checkpoint carries the units it was trained in.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
+
+
+class StateEncoder(nn.Module):
+    """Normalised state [B,S] -> one token [B,1,D].
+
+    Args:
+        state_dim: S, the length of the state vector.
+        d_model: token width.
+        hidden_dim: None for a single Linear; otherwise Linear -> GELU -> Linear this wide.
+    """
+
+    def __init__(self, state_dim: int, d_model: int, hidden_dim: int | None = None):
+        super().__init__()
+        if state_dim < 1:
+            raise ConfigError(f"state_dim={state_dim} must be >= 1")
+        self.state_dim = state_dim
+        if hidden_dim is None:
+            self.state_proj = nn.Linear(state_dim, d_model)
+        else:
+            self.state_proj = nn.Sequential(
+                nn.Linear(state_dim, hidden_dim), nn.GELU(), nn.Linear(hidden_dim, d_model)
+            )
+
+    def forward(self, state: Tensor) -> Tensor:
+        """state [B,S] -> token [B,1,D]."""
+        B, S = state.shape
+        if S != self.state_dim:
+            raise ValueError(f"state has {S} dims, expected state_dim={self.state_dim}")
+        return rearrange(self.state_proj(state), "b d -> b 1 d")  # [B,S] -> [B,D] -> [B,1,D]
 
 
 def _as_vector(name: str, value, dim: int) -> Tensor:

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from vla import keys
-from vla.models.tokenizer import Tokenizer
+from vla.models.language import Tokenizer
 
 
 def _to_tensor(name: str, value, ndim_single: int) -> Tensor:
