@@ -176,18 +176,22 @@ def policy_from_checkpoint(ckpt: dict, path="checkpoint") -> VLAPolicy:
     return policy.eval()
 
 
-def load_policy(path) -> tuple[VLAPolicy, dict]:
+def load_policy(path, need_env: bool = True) -> tuple[VLAPolicy, dict]:
     """(policy in eval mode, env config it was trained on) from a checkpoint file, a
-    pretrained folder (`vla.pretrained`) or a Hub id of one."""
+    pretrained folder (`vla.pretrained`) or a Hub id of one. Without `need_env`, a policy
+    trained with no env (a stage-1 VLM) comes with the default env's config, {}."""
     from vla.pretrained.folder import read_pretrained  # it imports this module
     from vla.pretrained.hub import is_pretrained_source
 
     if is_pretrained_source(path):
         policy = read_pretrained(path)
-        return policy, rollout_env(path, policy.env_config)
-    ckpt = read_checkpoint(path)
-    env_config = rollout_env(path, ckpt["vla"]["env_config"])
-    return policy_from_checkpoint(ckpt, path), env_config
+        env_config = policy.env_config
+    else:
+        ckpt = read_checkpoint(path)
+        env_config, policy = ckpt["vla"]["env_config"], policy_from_checkpoint(ckpt, path)
+    if env_config is None and not need_env:
+        return policy, {}
+    return policy, rollout_env(path, env_config)
 
 
 def rollout_env(path, env_config: dict | None) -> dict:

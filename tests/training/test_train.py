@@ -47,6 +47,7 @@ ELSEWHERE = {  # options tested in other files
     "data": ["lerobot", "vlm", "vlm_control"],  # tests/lerobot/test_datamodule.py, tests/vlm
     "experiment": ["rt2", "vlm"],  # tests/vlm/test_train.py
     "model": ["vlm_small"],  # tests/vlm
+    "bc": ["vlm"],  # tests/vlm/test_train.py
     "hydra": ["default"],  # every command composes it
 }  # model/head, model/keypoints, model/film, model/objects: tests/models
 

@@ -4,8 +4,8 @@ import functools
 
 import torch
 
-from vla.models.vision import ImageEncoder
 from vla.vlm.model import VLMPolicy
+from vla.vlm.vision import FiLMConvVision
 from vla.vlm.vocab import VLMTokenizer
 
 
@@ -13,7 +13,7 @@ def small_policy(seed: int = 0, chunk_size: int = 2, **kw) -> VLMPolicy:
     torch.manual_seed(seed)
     values = dict(
         tokenizer=functools.partial(VLMTokenizer, loc_bins=16, action_bins=32),
-        image_encoder=functools.partial(ImageEncoder, patch_size=12),
+        vision=functools.partial(FiLMConvVision, channels=4, num_keypoints=2),
         image_size=48, state_dim=4, action_dim=2, d_model=32, n_heads=4, depth=2,
         chunk_size=chunk_size, n_action_steps=1,
     )  # fmt: skip

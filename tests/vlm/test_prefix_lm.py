@@ -44,13 +44,13 @@ def test_suffix_never_reaches_the_prefix_and_a_padded_state_is_never_read():
     image, state, tokens = inputs(policy)
     has_state = torch.tensor([False, True, False])
     suffix = torch.tensor([[policy.tokenizer.bos_id, 10, 11, 12]] * 3)
-    logits = policy.suffix_logits(image, state, tokens, has_state, suffix)  # [3,4,V]
+    logits = policy.suffix_logits(image, state, tokens, has_state, suffix)[0]  # [3,4,V]
     later = suffix.clone()
     later[:, 2] = 20  # a later suffix token changes only the logits from its position on
-    changed = policy.suffix_logits(image, state, tokens, has_state, later)
+    changed = policy.suffix_logits(image, state, tokens, has_state, later)[0]
     assert torch.allclose(changed[:, :2], logits[:, :2], atol=1e-6)
     assert (changed[:, 2:] - logits[:, 2:]).abs().max() > 1e-3
-    other = policy.suffix_logits(image, state * 5 + 1, tokens, has_state, suffix)
+    other = policy.suffix_logits(image, state * 5 + 1, tokens, has_state, suffix)[0]
     assert torch.allclose(other[[0, 2]], logits[[0, 2]], atol=1e-6)  # PAD state: not read
     assert (other[1] - logits[1]).abs().max() > 1e-3  # a real state is
 
@@ -61,8 +61,8 @@ def test_padding_words_change_nothing():
     has_state = torch.ones(3, dtype=torch.bool)
     suffix = torch.tensor([[policy.tokenizer.bos_id, 10]] * 3)
     longer = torch.cat([tokens, torch.full((3, 4), PAD_ID)], dim=1)
-    a = policy.suffix_logits(image, state, tokens, has_state, suffix)
-    b = policy.suffix_logits(image, state, longer, has_state, suffix)
+    a = policy.suffix_logits(image, state, tokens, has_state, suffix)[0]
+    b = policy.suffix_logits(image, state, longer, has_state, suffix)[0]
     assert torch.allclose(a, b, atol=1e-5)
 
 

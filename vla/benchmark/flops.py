@@ -22,6 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from vla.models.attention import MultiHeadAttention
 from vla.models.policy import VLAPolicy
+from vla.vlm.model import VLMPolicy
 
 
 @contextmanager
@@ -42,7 +43,7 @@ def _inputs(policy: VLAPolicy, batch_size: int, num_words: int | None):
     """Zero images and states, and instructions of `num_words` real words (None: the most the
     tokenizer keeps), on the policy's device."""
     device = next(policy.parameters()).device
-    side = policy.image_encoder.image_size
+    side = policy.image_size if isinstance(policy, VLMPolicy) else policy.image_encoder.image_size
     L = policy.tokenizer.max_len if num_words is None else num_words
     image = torch.zeros(batch_size, side, side, 3, dtype=torch.uint8, device=device)
     state = torch.zeros(batch_size, policy.normalizer.state_dim, device=device)
@@ -69,6 +70,13 @@ def training_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
     """Forward FLOPs of one sample in a training step (x3 with the backward pass)."""
 
     def step(image, state, tokens):
+        if isinstance(policy, VLMPolicy):  # teacher forcing over the longest suffix
+            suffix = torch.full((len(image), policy.max_suffix), policy.tokenizer.bos_id)
+            has_state = torch.ones(len(image), dtype=torch.bool)
+            policy.suffix_logits(
+                image, state, tokens, has_state.to(image.device), suffix.to(tokens)
+            )
+            return
         features = policy.encode(image, state, tokens).features
         target = torch.zeros(len(image), policy.chunk_size, policy.action_dim)
         policy.head.loss(features, target.to(features))
@@ -80,6 +88,9 @@ def query_flops(policy: VLAPolicy, num_words: int | None = None) -> int:
     """Forward FLOPs of one observation's query: `predict_chunk_tensors`."""
 
     def query(image, state, tokens):
+        if isinstance(policy, VLMPolicy):  # the prefix once, then K*A cached decoding steps
+            policy.predict_chunk_tensors(image, state, tokens)
+            return
         policy.predict_chunk(policy.encode(image, state, tokens).features)
 
     return _per_sample(policy, query, num_words)

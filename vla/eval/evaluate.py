@@ -1,6 +1,7 @@
 """evaluate(cfg): rollouts of a checkpoint's policy; a table, metrics.json and GIFs; or, with
 `suite=levels`, the generalisation suite (`vla.eval.suite`); with `compare_to=<checkpoint>`,
-both checkpoints on the same episodes, paired (`vla.eval.compare`)."""
+both checkpoints on the same episodes, paired (`vla.eval.compare`); with `eval.question`, a
+VLM's answers about the same scenes (`vla.vlm.ask`)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def evaluate(cfg: DictConfig) -> dict:
     levels = select_levels(suite.levels, suite.get("only")) if suite else None
     configure_torch(cfg.get("threads"))
     ckpt_path = resolve_ckpt_path(cfg.ckpt_path)
-    policy, env_kwargs = load_policy(ckpt_path)
+    question = cfg.eval.get("question")
+    policy, env_kwargs = load_policy(ckpt_path, need_env=not question)
     env_kwargs.update(env_changes(cfg.env))
     ReachEnv(**env_kwargs)  # a bad env value fails here, before any rollout
     coeff = cfg.eval.get("temporal_ensemble_coeff")
@@ -49,6 +51,10 @@ def evaluate(cfg: DictConfig) -> dict:
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     chunking = dict(n_action_steps=n_action_steps, temporal_ensemble_coeff=coeff)
+    if question:  # a VLM answers instead of acting (vla.vlm.ask)
+        from vla.vlm.ask import ask_scenes
+
+        return ask_scenes(policy, env_kwargs, question, n, seed, cfg.eval.record, out_dir)
     typed = cfg.eval.get("instruction")
     options = {"instruction": check_instruction(policy, typed)} if typed else None
     if cfg.get("compare_to"):

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import lightning as L
-from hydra.utils import get_class, get_method
+from hydra.utils import get_class
 from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig
 
@@ -58,8 +58,6 @@ def check_config(cfg: DictConfig) -> None:
 
 def train(cfg: DictConfig) -> dict:
     """Trains a policy as `cfg` says; returns the final metrics (also in <run>/metrics.json)."""
-    if cfg.get("recipe") is not None:  # a model family with a loop of its own (experiment=vlm)
-        return get_method(cfg.recipe)(cfg)
     start, start_unix = time.perf_counter(), time.time()
     check_config(cfg)
     configure_torch(cfg.get("threads"))
@@ -74,9 +72,10 @@ def train(cfg: DictConfig) -> dict:
         without_rollouts(cfg)
 
     m = cfg.model
+    kind = (m.head if "head" in m else m)._target_.rsplit(".", 1)[-1]
     log.info(
-        f"building the policy: {m.head._target_.rsplit('.', 1)[-1]}, d_model={m.d_model}, "
-        f"depth={m.depth}, n_heads={m.n_heads}, {cfg.env.image_size} px images"
+        f"building the policy: {kind}, d_model={m.d_model}, depth={m.depth}, "
+        f"n_heads={m.n_heads}, {cfg.env.image_size} px images"
     )
     policy = instantiate(cfg.model)
     check_chunking(policy, cfg.eval.n_action_steps, cfg.eval.temporal_ensemble_coeff)
@@ -149,6 +148,8 @@ def train(cfg: DictConfig) -> dict:
         metrics["curve"] = learning_curve(callbacks, start_unix, metrics)
     else:
         metrics = unevaluated(cfg, policy, out_dir, callbacks, trainer)
+    if hasattr(datamodule, "evaluate"):  # data with a held-out test of its own (VLM answers)
+        metrics |= datamodule.evaluate(policy)
     metrics["stopped"] = stopped
     collected = fit_start + datamodule.prepare_seconds  # inside fit, before the first step
     metrics["timings"] = dict(

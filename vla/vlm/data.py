@@ -22,7 +22,8 @@ from vla.vlm.vocab import VLMTokenizer
 
 IMAGE, STATE, TOKENS, HAS_STATE = "image", "state", "tokens", "has_state"
 SUFFIX, TARGETS, FAMILY, CENTRE = "suffix", "targets", "family", "centre"
-BATCH_KEYS = (IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE)
+TARGETED = "targeted"  # whether CENTRE is the centre of a shape the example is about
+BATCH_KEYS = (IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE, TARGETED)
 ACTION_FAMILY = -1  # FAMILY of a demonstration step
 
 
@@ -44,6 +45,7 @@ class CorpusTensors:
         self.family = torch.from_numpy(corpus["family"])  # [E]
         centres = corpus["centres"][corpus["scene"], np.maximum(corpus["target"], 0)]
         self.centre = torch.from_numpy(centres.astype(np.float32))  # [E,2]
+        self.targeted = torch.from_numpy(corpus["target"] >= 0)  # [E]
         self.tokens = tokenizer.encode(list(corpus["question"]))  # [E,L]
         answers = [
             tokenizer.point_text(c) if a == "point" else str(a)
@@ -68,6 +70,7 @@ class CorpusTensors:
             TARGETS: targets,
             FAMILY: self.family[idx],
             CENTRE: self.centre[idx],
+            TARGETED: self.targeted[idx],
         }
 
 
@@ -84,7 +87,7 @@ class DemoTensors:
         tokens = bins.to_tokens(action[index], tokenizer.action_start)  # [N,K,A] -> [N,K*A]
         pad = is_pad.repeat_interleave(bins.action_dim, dim=1)  # [N,K] -> [N,K*A]
         self.targets = tokens.masked_fill(pad, PAD_ID)  # [N,K*A]
-        self.action = action
+        self.target = torch.from_numpy(np.array(demos.target_position))  # [N,2], privileged
         self.bos = tokenizer.bos_id
 
     def __len__(self) -> int:
@@ -101,7 +104,8 @@ class DemoTensors:
             SUFFIX: shift_right(targets, self.bos),
             TARGETS: targets,
             FAMILY: torch.full((B,), ACTION_FAMILY),
-            CENTRE: torch.zeros(B, 2),
+            CENTRE: self.target[idx],
+            TARGETED: torch.ones(B, dtype=torch.bool),
         }
 
 

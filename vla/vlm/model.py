@@ -1,11 +1,12 @@
 """VLMPolicy: one prefix-LM Transformer that answers questions and acts, over one vocabulary.
 
     prefix (bidirectional)                                   suffix (causal)
-    image [B,H,W,3] ─ ImageEncoder ─> patches [B,Np,D] ─┐
-    words [B,L] ─ token_embed + word_pos ─> [B,L,D] ────┼─ + type ─> [B,P,D] ┐
-    state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] ──┘ (PAD for questions) │
-    <bos> a_1 .. a_n ─ token_embed + suffix_pos ─> [B,s,D] ─ + type ─────────┴─> [B,P+s,D]
-        ─ PrefixLMBlock x depth (prefix-LM mask) ─ LayerNorm ─ lm_head (tied) ─> [B,s,V]
+    words [B,L] ─ token_embed ─┬─ + word_pos ──────────────> [B,L,D] ──┐
+                               └─ mean ─> FiLM of the eyes              │
+    image [B,H,W,3] ─ FiLMConvVision(words) ─> [B,N,D] ────────────────┼─ + type ─> [B,P,D] ┐
+    state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] (PAD for questions) ┘                    │
+    <bos> a_1 .. a_n ─ token_embed + suffix_pos ─> [B,s,D] ─ + type ────────────────────────┴─>
+        [B,P+s,D] ─ PrefixLMBlock x depth (prefix-LM mask) ─ LayerNorm ─ lm_head (tied) ─> [B,s,V]
 
 The answer to a question and the action chunk of an instruction are both the suffix: answer
 words or <loc_i> tokens then <eos>, or K*A action-bin tokens (x then y, step by step). Decoding
@@ -20,9 +21,8 @@ import torch
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
-from vla.models.language import PAD_ID, UNK_ID
+from vla.models.language import PAD_ID, UNK_ID, masked_mean
 from vla.models.state import Normalizer, StateEncoder
-from vla.models.vision import ImageEncoder
 from vla.pretrained.mixin import PretrainedMixin
 from vla.vlm.actions import ActionBins
 from vla.vlm.prefix_lm import KVCache, PrefixLMBlock, prefix_lm_allowed
@@ -32,37 +32,36 @@ GROUPS = ("image", "text", "state", "suffix")
 
 
 class VLMPolicy(PretrainedMixin, nn.Module):
-    """Vision-language(-action) model: prefix-LM over patches, words and state.
+    """Vision-language(-action) model: prefix-LM over the eyes' tokens, words and state.
 
     Args:
         tokenizer: a partial of `VLMTokenizer` (given `max_len=max_words`).
-        image_encoder: a partial of `ImageEncoder` (given image_size and d_model).
+        vision: a partial of `FiLMConvVision` (given image_size and d_model).
         image_size, state_dim, action_dim: the env's.
         d_model, n_heads, depth, mlp_ratio, dropout, attn_impl: the Transformer's.
         max_words: most words in a question or instruction.
         max_answer: most answer tokens before <eos>.
         chunk_size: K actions per query, A*K tokens; n_action_steps: N <= K executed.
-        patch_norm: a LayerNorm on the patch tokens before they join the sequence.
+        init_from: a stage-1 run (folder or .ckpt) whose weights training starts from
+            (`VLMModule.setup`; kept here so the config records it); None: from scratch.
     """
 
     def __init__(
-        self, *, tokenizer, image_encoder, image_size: int, state_dim: int, action_dim: int,
+        self, *, tokenizer, vision, image_size: int, state_dim: int, action_dim: int,
         d_model: int, n_heads: int, depth: int, mlp_ratio: float = 4, dropout: float = 0.0,
         attn_impl: str = "sdpa", max_words: int = 16, max_answer: int = 12,
-        chunk_size: int = 1, n_action_steps: int = 1, patch_norm: bool = False,
+        chunk_size: int = 1, n_action_steps: int = 1, init_from: str | None = None,
     ):  # fmt: skip
         super().__init__()
         if not 1 <= n_action_steps <= chunk_size:
             raise ConfigError(
                 f"n_action_steps={n_action_steps} must be between 1 and chunk_size={chunk_size}"
             )
-        self.d_model, self.max_answer = d_model, max_answer
+        self.d_model, self.max_answer, self.init_from = d_model, max_answer, init_from
         self.n_action_steps, self._chunk_size = n_action_steps, chunk_size
+        self.image_size = image_size
         self.tokenizer: VLMTokenizer = tokenizer(max_len=max_words)
-        self.image_encoder: ImageEncoder = image_encoder(image_size=image_size, d_model=d_model)
-        # patches come out ~100x the scale of fresh word vectors; a LayerNorm puts them on one
-        # scale, so attention and MLP updates can move them too (None: off)
-        self.patch_norm = nn.LayerNorm(d_model) if patch_norm else None
+        self.vision = vision(image_size=image_size, d_model=d_model)
         V = self.tokenizer.vocab_size
         self.token_embed = nn.Embedding(V, d_model)
         nn.init.normal_(self.token_embed.weight, std=0.02)
@@ -78,8 +77,6 @@ class VLMPolicy(PretrainedMixin, nn.Module):
             for i in range(depth)
         )
         self.norm = nn.LayerNorm(d_model)
-        self.lm_head = nn.Linear(d_model, V, bias=False)
-        self.lm_head.weight = self.token_embed.weight  # tied: one table of word vectors
         self.normalizer = Normalizer(state_dim, action_dim)
         self.action_bins = ActionBins(action_dim, self.tokenizer.action_bins)
 
@@ -94,7 +91,7 @@ class VLMPolicy(PretrainedMixin, nn.Module):
 
     def num_tokens(self, num_words: int | None = None) -> int:
         L = self.tokenizer.max_len if num_words is None else num_words
-        return self.image_encoder.num_patches + L + 1 + self.max_suffix
+        return self.vision.num_tokens + L + 1 + self.max_suffix
 
     def reset(self) -> None:
         """Start of an episode: nothing queued for `select_action` (greedy decoding draws no
@@ -102,8 +99,9 @@ class VLMPolicy(PretrainedMixin, nn.Module):
         self._action_runner = None
 
     # ---- the sequence ----
-    def prefix(self, image, state, tokens, has_state) -> tuple[Tensor, Tensor]:
-        """Prefix tokens [B,P,D] and PAD mask [B,P] (True = PAD), P = Np + L + 1.
+    def prefix(self, image, state, tokens, has_state) -> tuple[Tensor, Tensor, dict]:
+        """Prefix tokens [B,P,D], PAD mask [B,P] (True = PAD), P = N + L + 1, and the eyes'
+        outputs (keypoints_xy [B,K,2]).
 
         Args:
             image uint8 [B,H,W,3], state env units [B,S], tokens [B,L], has_state bool [B]
@@ -111,16 +109,16 @@ class VLMPolicy(PretrainedMixin, nn.Module):
         """
         B, L = tokens.shape
         t = self.type_embed
-        patches = self.image_encoder(image)  # [B,Np,D]
-        if self.patch_norm is not None:
-            patches = self.patch_norm(patches)
-        patches = patches + t["image"]
-        words = self.token_embed(tokens) + self.word_pos[:L] + t["text"]  # [B,L,D]
-        st = self.state_encoder(self.normalizer.normalize_state(state)) + t["state"]  # [B,1,D]
-        x = torch.cat([patches, words, st], dim=1)  # [B,P,D]
-        no_patch_pad = torch.zeros(B, patches.shape[1], dtype=torch.bool, device=x.device)
-        pad = torch.cat([no_patch_pad, tokens == PAD_ID, ~has_state[:, None]], dim=1)  # [B,P]
-        return x, pad
+        words, no_word = self.token_embed(tokens), tokens == PAD_ID  # [B,L,D], [B,L]
+        seen = self.vision(image, masked_mean(words, no_word))  # [B,N,D] given the words
+        st = self.state_encoder(self.normalizer.normalize_state(state))  # [B,1,D]
+        x = torch.cat(
+            [seen.tokens + t["image"], words + self.word_pos[:L] + t["text"], st + t["state"]],
+            dim=1,
+        )  # [B,P,D]
+        always = torch.zeros_like(seen.tokens[..., 0], dtype=torch.bool)  # [B,N]
+        pad = torch.cat([always, no_word, ~has_state[:, None]], dim=1)  # [B,P]
+        return x, pad, seen.outputs
 
     def embed_suffix(self, ids: Tensor, start: int = 0) -> Tensor:
         """Suffix ids [B,s] at suffix positions start.. -> [B,s,D]."""
@@ -135,23 +133,20 @@ class VLMPolicy(PretrainedMixin, nn.Module):
             x = block(x, allowed, cache)
         return self.norm(x)
 
-    def suffix_logits(self, image, state, tokens, has_state, suffix_in) -> Tensor:
-        """Teacher forcing: logits [B,s,V] of the token after each suffix input [B,s]."""
-        x, pad = self.prefix(image, state, tokens, has_state)  # [B,P,D], [B,P]
+    def lm_head(self, h: Tensor) -> Tensor:
+        """Features [...,D] -> logits [...,V] over the vocabulary, by the input embedding table
+        itself (tied: one vector per token, read and written)."""
+        return nn.functional.linear(h, self.token_embed.weight)
+
+    def suffix_logits(self, image, state, tokens, has_state, suffix_in) -> tuple[Tensor, dict]:
+        """Teacher forcing: logits [B,s,V] of the token after each suffix input [B,s], and the
+        eyes' outputs (for the training-only keypoint loss)."""
+        x, pad, outputs = self.prefix(image, state, tokens, has_state)  # [B,P,D], [B,P]
         P = x.shape[1]
         x = torch.cat([x, self.embed_suffix(suffix_in)], dim=1)  # [B,P+s,D]
         pad = torch.cat([pad, suffix_in == PAD_ID], dim=1)  # [B,P+s]
         h = self.run(x, prefix_lm_allowed(P, pad))  # [B,P+s,D]
-        return self.lm_head(h[:, P:])  # [B,s,D] -> [B,s,V]
-
-    def loss(self, batch: dict) -> Tensor:
-        """Mean next-token cross-entropy over the real suffix targets (PAD ignored)."""
-        logits = self.suffix_logits(
-            batch["image"], batch["state"], batch["tokens"], batch["has_state"], batch["suffix"]
-        )  # [B,s,V]
-        return nn.functional.cross_entropy(
-            logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=PAD_ID
-        )
+        return self.lm_head(h[:, P:]), outputs  # [B,s,D] -> [B,s,V]
 
     # ---- decoding ----
     def vocab_mask(self, actions: bool, device) -> Tensor:
@@ -167,20 +162,20 @@ class VLMPolicy(PretrainedMixin, nn.Module):
     @torch.no_grad()
     def generate(self, image, state, tokens, has_state, steps: int, actions: bool, cache=True):
         """Greedy constrained decoding of `steps` suffix tokens: ids [B,<=steps] (answers stop
-        once every row has its <eos>). With `cache`,
-        the prefix and <bos> run once and each step attends to the cached keys and values;
-        without, every step recomputes the whole sequence (the reference)."""
+        once every row has its <eos>). With `cache`, the prefix and <bos> run once and each
+        step attends to the cached keys and values; without, every step recomputes the whole
+        sequence (the reference)."""
         B = tokens.shape[0]
         allowed_ids = self.vocab_mask(actions, tokens.device)  # [V]
         out = torch.full((B, 1), self.tokenizer.bos_id, device=tokens.device)  # [B,1]
         if not cache:
             for _ in range(steps):
-                logits = self.suffix_logits(image, state, tokens, has_state, out)[:, -1]  # [B,V]
+                logits = self.suffix_logits(image, state, tokens, has_state, out)[0][:, -1]
                 nxt = logits.masked_fill(~allowed_ids, float("-inf")).argmax(-1)  # [B]
                 out = torch.cat([out, nxt[:, None]], dim=1)
             return out[:, 1:]
         kv = KVCache()
-        x, pad = self.prefix(image, state, tokens, has_state)  # [B,P,D]
+        x, pad, _ = self.prefix(image, state, tokens, has_state)  # [B,P,D]
         P = x.shape[1]
         x = torch.cat([x, self.embed_suffix(out)], dim=1)  # + <bos>: [B,P+1,D]
         pad = torch.cat([pad, torch.zeros_like(pad[:, :1])], dim=1)  # [B,P+1]

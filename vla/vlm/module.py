@@ -1,22 +1,42 @@
-"""The VLM's training recipe as a LightningModule: next-token cross-entropy on the suffix
-(answers and action tokens alike), and at validation the answers decoded greedily and scored
-per family (`val/acc/<family>`), the action chunks decoded and compared (`val/action_mse`)."""
+"""The VLM's training recipe as a LightningModule (`bc=vlm`): next-token cross-entropy on the
+suffix, answers and action tokens alike; at validation the answers decoded greedily and scored
+per family (`val/acc/<family>`), the action chunks decoded and compared (`val/action_mse`).
+
+It trains through `vla.training.train.train` like `BCModule`: the same optimizer groups and
+schedule, checkpoints (with the `vla` payload), resume, SIGTERM, rollouts in stage 2.
+`model.init_from=<stage-1 run or .ckpt>` is loaded when fitting starts, before the data's
+statistics (a resumed run then loads its own checkpoint over both).
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 
 import lightning as L
 import torch
 from torch import Tensor
 
-from vla.checkpoint import vla_payload
+from vla.checkpoint import load_state, read_checkpoint, vla_payload
+from vla.errors import ConfigError
 from vla.models.language import PAD_ID
-from vla.vlm.data import ACTION_FAMILY, CENTRE, FAMILY, HAS_STATE, IMAGE, STATE, TARGETS, TOKENS
+from vla.vlm.data import (
+    ACTION_FAMILY,
+    CENTRE,
+    FAMILY,
+    HAS_STATE,
+    IMAGE,
+    STATE,
+    TARGETED,
+    TARGETS,
+    TOKENS,
+)
 from vla.vlm.model import VLMPolicy
 from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import correct, per_family
+
+FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
 
 
 @torch.no_grad()
@@ -57,29 +77,60 @@ def action_mse(policy: VLMPolicy, batch: dict[str, Tensor]) -> Tensor | None:
     return (chunk[:, 0] - target).square().sum(-1).mean()
 
 
+def load_init(policy: VLMPolicy, path) -> str:
+    """Copies a stage-1 checkpoint's weights (all but FRESH) into `policy`."""
+    path = Path(path)
+    path = path / "checkpoints" / "last.ckpt" if path.is_dir() else path
+    if not path.is_file():
+        raise ConfigError(f"model.init_from={path}: no such checkpoint (a run folder or .ckpt)")
+    state = {
+        k.removeprefix("policy."): v
+        for k, v in read_checkpoint(path)["state_dict"].items()
+        if k.startswith("policy.") and not k.removeprefix("policy.").startswith(FRESH)
+    }
+    state |= {k: v for k, v in policy.state_dict().items() if k.startswith(FRESH)}
+    load_state(policy, state, f"model.init_from={path}: weights do not fit this VLMPolicy")
+    return str(path)
+
+
 class VLMModule(L.LightningModule):
     """Args: policy; optimizer and scheduler partials (as `BCModule`'s); the configs a
-    checkpoint stores to rebuild the policy and its env (None: no env, stage 1)."""
+    checkpoint stores to rebuild the policy and its env (None: no env, stage 1);
+    keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
+    instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
+    the default policy."""
+
+    uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
-        self,
-        policy: VLMPolicy,
-        optimizer: Callable,
-        scheduler: Callable | None = None,
-        policy_config: dict | None = None,
-        env_config: dict | None = None,
-    ):
+        self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
+        policy_config: dict | None = None, env_config: dict | None = None,
+        keypoint_weight: float = 0.0,
+    ):  # fmt: skip
         super().__init__()
+        if keypoint_weight < 0:
+            raise ConfigError(f"bc.keypoint_weight={keypoint_weight} must be >= 0")
         self.policy = policy
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
+        self.keypoint_weight = keypoint_weight
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
+    def setup(self, stage: str) -> None:
+        """Stage 2's start (`model.init_from`), then the demonstrations' statistics."""
+        if stage != "fit":
+            return
+        if self.policy.init_from is not None and self.trainer.ckpt_path is None:  # not resuming
+            load_init(self.policy, self.policy.init_from)
+        stats = self.trainer.datamodule.statistics() if self.trainer.datamodule else None
+        if stats is not None:
+            self.policy.set_normalization(**stats)
+
     def model_step(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Mean token cross-entropy, and its share on answers and on actions (for the logs)."""
+        """Mean token cross-entropy (+ the keypoint loss), and its parts for the logs."""
         p = self.policy
-        logits = p.suffix_logits(
+        logits, outputs = p.suffix_logits(
             batch[IMAGE], batch[STATE], batch[TOKENS], batch[HAS_STATE], batch["suffix"]
         )  # [B,S,V]
         targets = batch[TARGETS]  # [B,S]
@@ -93,6 +144,13 @@ class VLMModule(L.LightningModule):
         for name, sel in (("loss_answers", real & ~is_action), ("loss_actions", is_action)):
             if sel.any():
                 logs[name] = ce[sel].mean().detach()
+        if self.keypoint_weight > 0 and "keypoints_xy" in outputs:
+            xy = outputs["keypoints_xy"][:, 0]  # [B,2] in [-1,1]
+            has = batch[TARGETED].float()  # [B]
+            err = (xy - (2 * batch[CENTRE] - 1)).square().sum(-1)  # [B]
+            mse = (err * has).sum() / has.sum().clamp(min=1)
+            loss = loss + self.keypoint_weight * mse
+            logs["keypoint_mse"] = mse.detach()
         return loss, logs
 
     def _logged_step(self, batch, split: str):

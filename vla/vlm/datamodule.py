@@ -1,0 +1,186 @@
+"""The VLM's data as a Lightning data module: the corpus (stage 1), and the demonstrations as
+action tokens beside it (stage 2), so `train()` runs both stages as it runs every policy.
+
+    stage 1 (data.actions=false)  corpus ─ MixedBatches (all corpus) ──────────────┐
+    stage 2 (data.actions=true)   demonstrations + corpus (data.cotrain_ratio) ─────┴─> batches
+    validation                    held-out scenes (data.val_examples), held-out episodes' steps
+    evaluate(policy)              answers on every held-out scene, per family (metrics.json)
+
+Answers are written in the trained policy's vocabulary and actions in its bins, so `setup`
+reads the policy from the module being trained (`trainer.lightning_module.policy`); the
+bins are fitted there to the training actions (OpenVLA: 1st-99th percentile), a statistic of
+the data like the normaliser's, which `statistics()` gives the module.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+
+import lightning as L
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from vla.data.prepare import ensure_demos
+from vla.envs.config import env_kwargs_of
+from vla.envs.grammar import PAIRS
+from vla.errors import ConfigError
+from vla.vlm.corpus import CorpusConfig, ensure_corpus
+from vla.vlm.data import CorpusTensors, DemoTensors, MixedBatches, fixed_batches
+from vla.vlm.scoring import per_family
+
+log = logging.getLogger(__name__)
+
+
+def corpus_config(node) -> CorpusConfig:
+    """A `data.corpus`-like node (DictConfig or dict) -> CorpusConfig."""
+    plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    return CorpusConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in plain.items()})
+
+
+class VLMDataModule(L.LightningDataModule):
+    """Corpus examples and demonstration steps as prefix + suffix batches (`vla.vlm.data`).
+
+    Args:
+        env: the env config; its demonstrations are stage 2's, its held-out pairs are the
+            ones `evaluate` reports apart.
+        dir: root folder of cached corpora and demonstrations.
+        corpus, eval_corpus: the training corpus and the held-out scenes (`CorpusConfig`).
+        actions: demonstrations as action tokens too (stage 2).
+        cotrain_ratio: the corpus share of every stage-2 batch (0: demonstrations only).
+        batch_size, steps_per_epoch: batches are drawn with replacement, this many an epoch.
+        val_examples: held-out-scene examples scored at every validation.
+        num_episodes, seed, noise_std, val_episodes: the demonstrations, as `conf/data/default`.
+        rollouts: whether there is an env to roll out in (stage 2); `configure` sets it.
+        tokenize, shuffle_seed, chunk_size, target, objects: what `train()` hands every data
+            module; the tokenizer comes with the policy in `setup`, `target` and `objects` ask
+            for nothing a VLM batch lacks.
+    """
+
+    def __init__(
+        self, env: dict, corpus: dict, eval_corpus: dict, dir: str = "data",
+        actions: bool = False, cotrain_ratio: float = 1.0, batch_size: int = 32,
+        steps_per_epoch: int = 1500, val_examples: int = 384, num_episodes: int = 3000,
+        seed: int = 0, noise_std: float = 0.3, val_episodes: int = 100, rollouts: bool = False,
+        tokenize=None, shuffle_seed: int = 0, chunk_size: int = 1, target: bool = False,
+        objects: bool = False,
+    ):  # fmt: skip
+        super().__init__()
+        if not 0.0 <= cotrain_ratio <= 1.0:
+            raise ConfigError(f"data.cotrain_ratio={cotrain_ratio} must be in [0, 1]")
+        for name, value in dict(batch_size=batch_size, steps_per_epoch=steps_per_epoch).items():
+            if value < 1:
+                raise ConfigError(f"data.{name}={value} must be >= 1")
+        if actions and not 0 < val_episodes < num_episodes:
+            raise ConfigError(
+                f"data.val_episodes={val_episodes} must be in [1, data.num_episodes={num_episodes})"
+            )
+        self.env_kwargs = env_kwargs_of(env)
+        self.corpus_cfg, self.eval_cfg = corpus_config(corpus), corpus_config(eval_corpus)
+        self.dir, self.actions, self.cotrain_ratio = dir, actions, cotrain_ratio
+        self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
+        self.val_examples, self.shuffle_seed, self.chunk_size = (
+            val_examples,
+            shuffle_seed,
+            chunk_size,
+        )
+        self.num_episodes, self.seed, self.noise_std = num_episodes, seed, noise_std
+        self.val_episodes = val_episodes
+        self.raw: dict = {}
+        self.prepare_seconds = 0.0
+        self.train_c = self.eval_c = self.demos = None
+
+    @classmethod
+    def configure(cls, cfg) -> None:
+        """Stage 1 has no env to roll out in: `data.rollouts` follows `data.actions`."""
+        cfg.data.rollouts = bool(cfg.data.actions)
+
+    def prepare_data(self) -> None:
+        """Generates the corpora (and collects the demonstrations) when missing, once."""
+        if self.raw:
+            return
+        start = time.perf_counter()
+        self.raw["corpus"] = ensure_corpus(self.dir, self.corpus_cfg)
+        self.raw["eval"] = ensure_corpus(self.dir, self.eval_cfg)
+        log.info(
+            f"corpus: {self.raw['corpus']['manifest']['per_family']} examples; held-out "
+            f"scenes: {self.raw['eval']['manifest']['num_examples']} examples"
+        )
+        if self.actions:
+            self.raw["demos"] = ensure_demos(
+                self.env_kwargs, self.dir, self.num_episodes, self.seed, self.noise_std
+            )
+        self.prepare_seconds = time.perf_counter() - start
+
+    def setup(self, stage: str | None = None) -> None:
+        """Tensors in the trained policy's vocabulary and action bins."""
+        if self.train_c is not None:
+            return
+        self.prepare_data()  # loads what another process (or an earlier run) wrote
+        policy = self.trainer.lightning_module.policy
+        tok = policy.tokenizer
+        self.train_c, self.eval_c = (
+            CorpusTensors(self.raw["corpus"], tok),
+            CorpusTensors(self.raw["eval"], tok),
+        )
+        if self.actions:
+            raw = self.raw["demos"]
+            self.first_val = int(raw.episode_start[raw.num_episodes - self.val_episodes])
+            self.train_action = torch.from_numpy(np.array(raw.action[: self.first_val]))
+            self.train_state = torch.from_numpy(np.array(raw.state[: self.first_val]))
+            policy.action_bins.fit(self.train_action)
+            self.demos = DemoTensors(raw, tok, policy.action_bins, self.chunk_size)
+
+    def statistics(self) -> dict[str, torch.Tensor] | None:
+        """The normaliser's statistics from the training episodes (None in stage 1)."""
+        if self.demos is None:
+            return None
+        return dict(
+            state_mean=self.train_state.mean(0), state_std=self.train_state.std(0),
+            action_low=self.train_action.min(0).values, action_high=self.train_action.max(0).values,
+        )  # fmt: skip
+
+    def train_dataloader(self) -> MixedBatches:
+        use_corpus = not self.actions or self.cotrain_ratio > 0
+        demo_idx = torch.arange(self.first_val) if self.actions else None
+        return MixedBatches(
+            self.train_c if use_corpus else None, torch.arange(len(self.train_c)), self.demos,
+            demo_idx, self.batch_size, self.cotrain_ratio, self.steps_per_epoch,
+            self.shuffle_seed,
+        )  # fmt: skip
+
+    def val_dataloader(self):
+        val = fixed_batches(
+            self.eval_c, torch.arange(min(self.val_examples, len(self.eval_c))), 256
+        )
+        if self.actions:
+            steps = torch.arange(self.first_val, len(self.demos))
+            val += fixed_batches(self.demos, steps[:: max(1, len(steps) // 512)], 256)
+        return val
+
+    def evaluate(self, policy) -> dict:
+        """metrics.json's `answers`: per-family accuracy on every held-out scene, and on the
+        examples that name one of the env's held-out pairs (what the control corpus never
+        names); `corpus`: what the training corpus held."""
+        from vla.vlm.module import score_answers
+
+        families, hits = [], []
+        for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
+            f, h = score_answers(policy, batch)
+            families, hits = families + f, hits + h
+        names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
+        questions = policy.tokenizer.decode(self.eval_c.tokens)
+        held = [
+            any(n in q or n in a for n in names)
+            for q, a in zip(questions, self.eval_c.answers, strict=True)
+        ]
+        pick = lambda xs: [x for x, k in zip(xs, held, strict=True) if k]  # noqa: E731
+        answers = dict(
+            all=per_family(families, hits), held_out_pairs=per_family(pick(families), pick(hits))
+        )
+        for f, v in answers["all"].items():
+            log.info(f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}")
+        corpus = self.raw["corpus"]["manifest"] | {"path": str(self.dir)}
+        return dict(answers=answers, corpus=corpus, eval_corpus=asdict(self.eval_cfg))

@@ -1,0 +1,83 @@
+"""The VLM's eyes: a small convolutional map FiLMed by the prefix words, read out as tokens.
+
+    image uint8 [B,H,W,3] ─ [-1,1], + x, y ─> [B,5,H,W] ─ conv 3x3 ─ GELU ─ conv 3x3
+        ─ FiLM(words) ─ GELU ─> features F [B,C,H,W] (full resolution)
+    F ─ conv 1x1 ─> K score maps ─ standardise ─ spatial softmax w_k [B,K,H*W]
+        keypoint k:  where = w_k @ (x, y)  [2]    what = w_k @ F  [C]  (a glimpse)
+        ─> Linear(where) + Linear(what) + id_k ─> K tokens [B,K,D]
+    F ─ max and mean over pixels ─> Linear ─> 2 tokens [B,2,D] (what is there, how much)
+
+Why not ViT patches: in this corpus a shape is 4-9 px, and "what colour is the circle" needs
+the shape's outline before its colour can be read. A linear patch embedding cannot see an
+outline, and a Transformer that must first learn which of 36 patches a question is about
+sits on a plateau for thousands of steps (docs/vlm.md, round 3). Here the words gate the
+feature channels before the pixels are pooled (FiLM, as CLEVR's FiLM networks and RT-1 do),
+each keypoint says where its map peaks (the default policy's spatial softmax) and what is
+there, and the pooled tokens say what the scene holds. Keypoint 0 can be pulled onto the
+shape a question or instruction is about (a training-only loss; `VLMModule`).
+"""
+
+from __future__ import annotations
+
+import torch
+from einops import rearrange
+from torch import Tensor, nn
+
+from vla.errors import ConfigError
+from vla.models.vision import TokenGroup, check_image, normalize_pixels, pixel_coordinates
+
+
+class FiLMConvVision(nn.Module):
+    """Image [B,H,W,3] and pooled words [B,D] -> K + 2 tokens [B,K+2,D].
+
+    Args:
+        image_size: side of the square image in pixels.
+        d_model: token width (and the width of the words that condition it).
+        channels: C, feature channels of both convolutions.
+        num_keypoints: K spatial-softmax keypoints, each with its glimpse.
+    """
+
+    def __init__(self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8):
+        super().__init__()
+        if channels < 1 or num_keypoints < 1:
+            raise ConfigError(f"channels={channels} and num_keypoints={num_keypoints} must be >= 1")
+        C, K = channels, num_keypoints
+        self.image_size, self.num_tokens = image_size, K + 2
+        self.conv1 = nn.Conv2d(5, C, 3, padding=1)  # [B,5,H,W] -> [B,C,H,W]
+        self.conv2 = nn.Conv2d(C, C, 3, padding=1)  # [B,C,H,W] -> [B,C,H,W]
+        self.to_gamma_beta = nn.Linear(d_model, 2 * C)  # words [B,D] -> [B,2C]: identity at init
+        nn.init.zeros_(self.to_gamma_beta.weight)
+        nn.init.zeros_(self.to_gamma_beta.bias)
+        self.to_scores = nn.Conv2d(C, K, 1, bias=False)  # -> [B,K,H,W]
+        self.log_temperature = nn.Parameter(torch.zeros(K, 1))  # [K,1]
+        xy = pixel_coordinates(image_size)  # [H,W,2] in [-1,1]
+        self.register_buffer("grid_xy", rearrange(xy, "h w two -> (h w) two"), persistent=False)
+        self.register_buffer("coords", rearrange(xy, "h w two -> 1 two h w"), persistent=False)
+        self.where = nn.Linear(2, d_model)  # [B,K,2] -> [B,K,D]
+        self.what = nn.Linear(C, d_model)  # [B,K,C] -> [B,K,D]
+        self.ids = nn.Parameter(torch.randn(K, d_model) * 0.02)  # [K,D]
+        self.pooled = nn.Linear(2 * C, 2 * d_model)  # max and mean [B,2C] -> 2 tokens
+
+    def features(self, image: Tensor, words: Tensor) -> Tensor:
+        """image uint8 [B,H,W,3], pooled words [B,D] -> F [B,C,H,W]."""
+        check_image(image, self.image_size)
+        B = image.shape[0]
+        x = rearrange(normalize_pixels(image), "b h w c -> b c h w")  # [B,3,H,W]
+        x = torch.cat([x, self.coords.expand(B, -1, -1, -1)], dim=1)  # [B,5,H,W]
+        h = self.conv2(nn.functional.gelu(self.conv1(x)))  # [B,C,H,W]
+        gamma, beta = rearrange(self.to_gamma_beta(words), "b (two c) -> two b c 1 1", two=2)
+        return nn.functional.gelu(h * (1 + gamma) + beta)  # [B,C,H,W]
+
+    def forward(self, image: Tensor, words: Tensor) -> TokenGroup:
+        """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates)."""
+        f = self.features(image, words)  # [B,C,H,W]
+        scores = rearrange(self.to_scores(f), "b k h w -> b k (h w)")  # [B,K,H*W]
+        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,K,1]
+        w = ((scores - mean) / (std + 1e-5) * self.log_temperature.exp()).softmax(-1)
+        flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
+        xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
+        glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
+        keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
+        pooled = torch.cat([flat.amax(1), flat.mean(1)], dim=-1)  # [B,2C]
+        pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
+        return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy})
