@@ -44,6 +44,7 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
             "bench.collect_episodes=5",
             "bench.scaling_sizes=[16,32]",
             "bench.scaling_steps=2",
+            "bench.beside=vlm_small",
         ],
     )
     results = benchmark(cfg)
@@ -62,6 +63,10 @@ def test_benchmark_runs_on_tiny_sizes_and_writes_every_key(compose_cfg, tmp_path
         assert low * (1 - 1e-9) <= s[ratio][0] <= s[ratio][1] <= high * (1 + 1e-9), ratio
     assert 0 <= saved["data_wait_fraction"] < 1
     assert saved["latency_ms_p50"] <= saved["latency_ms_p99"]
+    beside = saved["beside"]  # the VLM's query, interleaved with this policy's
+    assert (beside["model"], beside["config"]) == ("vlm_small", "VLMPolicy")
+    ratio = beside["other_latency_ms_p50"] / beside["latency_ms_p50"]
+    assert beside["other_vs_policy_latency"] == pytest.approx(ratio)
     steps_per_episode = saved["collect_steps_per_s"] / saved["collect_episodes_per_s"]
     assert 1 <= steps_per_episode <= cfg.env.max_episode_steps
     assert [row["image_size"] for row in saved["scaling"]] == [16, 32]

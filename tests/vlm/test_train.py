@@ -9,6 +9,7 @@ import pytest
 from tests.builders import compose_config
 from vla.checkpoint import read_checkpoint
 from vla.eval.evaluate import evaluate
+from vla.eval.visualize import visualize
 from vla.pretrained.folder import read_pretrained
 from vla.training.train import train
 from vla.vlm.model import VLMPolicy
@@ -38,7 +39,10 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
         "experiment=rt2", *TINY, *ROLLOUTS, data, f"model.init_from={tmp_path}/vlm",
         "data.num_episodes=12", "data.val_episodes=2", "trainer.max_epochs=1",
     ]  # fmt: skip
-    rt2 = train(compose_config("train", [*rt2_args, f"paths.output_dir={tmp_path}/rt2"]))
+    rt2_cfg = compose_config(
+        "train", [*rt2_args, "logger=tensorboard", f"paths.output_dir={tmp_path}/rt2"]
+    )  # TensorBoard: the rollouts' GIFs and the VLM's attention picture
+    rt2 = train(rt2_cfg)
     assert 0 <= rt2["success_rate"] <= 1 and rt2["num_episodes"] == 2
     assert rt2["answers"]["all"]["mean"]["accuracy"] >= 0  # co-fine-tuned: it still answers
     ckpt = read_checkpoint(tmp_path / "rt2" / "checkpoints" / "last.ckpt")
@@ -75,3 +79,15 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
                  "eval.num_episodes=1", f"paths.output_dir={tmp_path}/ask1"],
     )  # fmt: skip
     assert len(evaluate(stage1)["answers"]) == 1  # a stage-1 VLM answers about the default env
+    pictures = visualize(
+        compose_config(
+            "visualize",
+            [
+                f"ckpt_path={tmp_path}/rt2",
+                "viz.num_episodes=1",
+                "viz.steps=[0]",
+                f"paths.output_dir={tmp_path}/viz",
+            ],
+        )  # fmt: skip
+    )
+    assert len(pictures) == 1 and pictures[0].is_file()

@@ -79,6 +79,28 @@ def latency(policy, env_kwargs: dict, samples: int) -> dict:
     )
 
 
+def latency_beside(policy, other, env_kwargs: dict, samples: int) -> dict:
+    """`latency` of `policy` and of `other` with their queries interleaved one by one, so a
+    slow moment of the machine hits both: {p50 and p99 of each, and the ratio of p50s}."""
+    env = ReachEnv(**env_kwargs)
+    obs, _ = env.reset(seed=TEST_SEED_START)
+    runners = PolicyRunner(policy), PolicyRunner(other)
+    times: tuple[list, list] = ([], [])
+    for i in range(samples + 10):
+        for runner, record in zip(runners, times, strict=True):
+            runner.reset()
+            start = time.perf_counter()
+            runner.act(obs)
+            if i >= 10:
+                record.append(time.perf_counter() - start)
+    p50 = [1e3 * float(np.percentile(t, 50)) for t in times]
+    return dict(
+        latency_ms_p50=p50[0], latency_ms_p99=1e3 * float(np.percentile(times[0], 99)),
+        other_latency_ms_p50=p50[1], other_latency_ms_p99=1e3 * float(np.percentile(times[1], 99)),
+        other_vs_policy_latency=p50[1] / p50[0],
+    )  # fmt: skip
+
+
 def collect_speed(env_kwargs: dict, root: Path, episodes: int) -> dict:
     start = time.perf_counter()
     path = collect(env_kwargs, root / "bench-collect", episodes, progress=False)

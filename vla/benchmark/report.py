@@ -45,6 +45,14 @@ def format_results(r: dict) -> str:
         if k in goals:
             goal, met = goals[k]["goal"], "met" if goals[k]["met"] else "MISSED"
         lines.append(f"{k:<24} {r[k]:>12.3f}  {spread:<26} {goal:<9} {met}".rstrip())
+    if "beside" in r:  # bench.beside: another model's query, interleaved with this one's
+        b = r["beside"]
+        lines += [
+            "",
+            f"query latency, interleaved: model={b['model']} p50 {b['other_latency_ms_p50']:.1f} "
+            f"ms (p99 {b['other_latency_ms_p99']:.1f}) against {b['latency_ms_p50']:.1f} ms "
+            f"(p99 {b['latency_ms_p99']:.1f}): {b['other_vs_policy_latency']:.2f}x",
+        ]
     lines += [
         "",
         f"{'image':>6} {'tokens':>7} {'us/sample':>10} {'GFLOP/sample':>13} "

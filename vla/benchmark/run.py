@@ -13,10 +13,16 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from vla.benchmark.flops import query_flops, training_flops
-from vla.benchmark.inference import attention_speed, collect_speed, latency, rollout_speed
+from vla.benchmark.inference import (
+    attention_speed,
+    collect_speed,
+    latency,
+    latency_beside,
+    rollout_speed,
+)
 from vla.benchmark.report import format_results, goals_met
 from vla.benchmark.training import lightning_loop, make_module, matmul_peak, torch_loop
-from vla.config import check_group_choices, instantiate
+from vla.config import CONF, check_group_choices, instantiate
 from vla.envs.config import env_kwargs_of
 from vla.errors import ConfigError
 from vla.keys import TOKENS
@@ -42,6 +48,18 @@ def build(cfg: DictConfig, image_size: int | None = None):
     dm.setup("fit")
     policy.set_normalization(**dm.statistics())
     return policy, dm
+
+
+def beside_model(cfg: DictConfig, name: str):
+    """The policy of `conf/model/<name>.yaml` at this env's image size, untrained (a query's
+    cost does not depend on the weights)."""
+    path = CONF / "model" / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"bench.beside={name}: no conf/model/{name}.yaml")
+    node = OmegaConf.load(path)
+    node.pop("defaults", None)
+    node.image_size = cfg.env.image_size
+    return instantiate(node)
 
 
 def words(dm) -> int:
@@ -148,6 +166,11 @@ def measure(cfg: DictConfig, scratch: Path) -> dict:
     middle, spread = medians(rounds)
     results |= middle | {"spread": spread}
     results |= latency(policy, env_kwargs, b.latency_samples)
+    if b.get("beside") is not None:  # e.g. the VLM's query beside this policy's (docs/vlm.md)
+        other = beside_model(cfg, b.beside)
+        results["beside"] = dict(config=other.__class__.__name__, model=b.beside) | latency_beside(
+            policy, other, env_kwargs, b.latency_samples
+        )
     results |= collect_speed(env_kwargs, scratch, b.collect_episodes)
     results["scaling"] = scaling(cfg, list(b.scaling_sizes), b.scaling_steps, b.warmup)
     results["goals"] = goals_met(results)

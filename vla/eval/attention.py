@@ -146,6 +146,10 @@ def episode_attention_figures(
     """Figures for a batch of observations: obs holds image [B,H,W,3], state [B,S] and
     instruction (B strings); frames are the matching rendered frames, notes optional title
     additions. Returns B images."""
+    if hasattr(policy, "bos_attention"):  # a VLM: no patch grid, its keypoints are the picture
+        from vla.vlm.figure import vlm_attention_figures
+
+        return vlm_attention_figures(policy, obs, frames, notes)
     device = next(policy.parameters()).device
     tokens = policy.tokenizer.encode(list(obs[INSTRUCTION])).to(device)
     image = torch.as_tensor(obs[IMAGE], device=device)

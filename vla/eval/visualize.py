@@ -62,7 +62,7 @@ def visualize(cfg: DictConfig) -> list[Path]:
                 path = out_dir / f"attention_ep{e:02d}_t{t:02d}.png"
                 Image.fromarray(figure).save(path)
                 written.append(path)
-                if "objects" in policy.sources:
+                if "objects" in getattr(policy, "sources", {}):
                     where, xy, probs = slot_maps(policy, batch)
                     figure = objects_figure(
                         query_frame, where[0], xy[0], None if probs is None else probs[0],

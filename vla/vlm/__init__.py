@@ -5,13 +5,14 @@
     vocab.py       one vocabulary: the grammar's words, answer words, location and action tokens
     actions.py     action values <-> bins (1st-99th percentile of the training actions, OpenVLA)
     prefix_lm.py   the prefix-LM mask and the blocks with a KV cache
+    vision.py      the eyes: a full-resolution conv map FiLMed by the words, keypoints, glimpses
     model.py       VLMPolicy: one Transformer, one output layer, greedy decoding; the policy API
     scoring.py     answers scored per family (pointing within a radius)
     data.py        batches of corpus examples and of demonstrations as action tokens
-    module.py      the Lightning recipe: next-token loss on the suffix, accuracy per family
-    train.py       `experiment=vlm` (stage 1) and `experiment=rt2` (stage 2)
-    ask.py         the same checkpoint answers: `python -m vla.vlm.ask ckpt_path=<run> question=...`
-    compare.py     stage-2 starts paired on the same test episodes (exact McNemar)
+    datamodule.py  both stages' data for `train()`: corpus, demonstrations, held-out answers
+    module.py      the Lightning recipe (bc=vlm): next-token loss on the suffix, the keypoint loss
+    ask.py         the same checkpoint answers: `scripts/eval.py ckpt_path=<run> eval.question=...`
+    figure.py      where an action starts looking: the <bos> query's attention on the keypoints
 
 Axis legend for shape comments: b batch, t tokens (p prefix, s suffix), d model dim, h heads,
 e head dim, v vocabulary, k chunk steps, a action dims, n layers.

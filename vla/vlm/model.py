@@ -191,6 +191,23 @@ class VLMPolicy(PretrainedMixin, nn.Module):
             h = self.run(self.embed_suffix(out[:, -1:], s + 1), allowed, kv)[:, -1]  # [B,D]
         return out[:, 1:]
 
+    @torch.no_grad()
+    def bos_attention(self, image, state, tokens) -> tuple[list[Tensor], dict]:
+        """Where an action starts looking: the <bos> query's attention over the prefix and
+        itself, one [B,H,P+1] per layer (keys: the eyes' N tokens, then the L words, the
+        state, <bos>), and the eyes' outputs (keypoints_xy [B,K,2])."""
+        with self.inference():
+            has_state = torch.ones(len(tokens), dtype=torch.bool, device=tokens.device)
+            x, pad, outputs = self.prefix(image, state, tokens, has_state)  # [B,P,D]
+            bos = torch.full_like(tokens[:, :1], self.tokenizer.bos_id)  # [B,1]
+            x = torch.cat([x, self.embed_suffix(bos)], dim=1)  # [B,P+1,D]
+            allowed = prefix_lm_allowed(x.shape[1] - 1, torch.cat([pad, pad[:, :1] & False], 1))
+            rows = []
+            for block in self.blocks:
+                x, weights = block(x, allowed, need_weights=True)  # [B,H,P+1,P+1]
+                rows.append(weights[:, :, -1])  # the <bos> row: [B,H,P+1]
+        return rows, outputs
+
     def predict_chunk_tensors(self, image: Tensor, state: Tensor, tokens: Tensor) -> Tensor:
         """Observations -> action chunks [B,K,A] in env units, clipped to [-1,1]."""
         with self.inference():
