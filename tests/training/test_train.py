@@ -44,7 +44,12 @@ ELSEWHERE = {  # options tested in other files
     "env": ["as_trained"],  # eval's: tests/envs/test_families.py
     "trainer": ["ddp", "ddp_cpu", "gpu"],  # tests/training/test_distributed.py
     "suite": ["levels"],  # tests/eval/test_suite.py
-    "data": ["lerobot", "vlm", "vlm_control"],  # tests/lerobot/test_datamodule.py, tests/vlm
+    "data": [
+        "lerobot",
+        "vlm",
+        "vlm_control",
+        "vlm_env",
+    ],  # tests/lerobot/test_datamodule.py, tests/vlm
     "experiment": ["rt2", "vlm"],  # tests/vlm/test_train.py
     "model": ["vlm_small"],  # tests/vlm
     "bc": ["vlm"],  # tests/vlm/test_train.py

@@ -81,3 +81,21 @@ def test_demonstrations_read_back_from_disk_never_name_or_target_a_held_out_pair
         named = [p for r in parse(text).referents for p in named_pairs(r)]
         assert not any(PAIRS.index(p) in HELD_OUT_PAIRS for p in named), text
     assert not np.isin(np.asarray(demos.target_pair), HELD_OUT_PAIRS).any()
+
+
+def test_every_corpus_config_is_scored_on_the_same_held_out_scenes_and_the_control_is_one():
+    from dataclasses import replace
+
+    from tests.builders import compose_config
+    from vla.vlm.datamodule import corpus_config
+
+    def data(name):
+        return compose_config("train", ["experiment=vlm", f"data={name}"]).data
+
+    full, env, control = data("vlm"), data("vlm_env"), data("vlm_control")
+    assert corpus_config(env.eval_corpus) == corpus_config(full.eval_corpus)
+    assert corpus_config(control.eval_corpus) == corpus_config(full.eval_corpus)
+    expected = control_config(num_scenes=full.corpus.num_scenes)  # the read-back test's
+    assert corpus_config(control.corpus) == expected
+    held = dict(held_out_pairs=(), held_out_relations=())
+    assert corpus_config(env.corpus) == replace(expected, **held)  # nothing held out
