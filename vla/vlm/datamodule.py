@@ -81,11 +81,8 @@ class VLMDataModule(L.LightningDataModule):
         self.corpus_cfg, self.eval_cfg = corpus_config(corpus), corpus_config(eval_corpus)
         self.dir, self.actions, self.cotrain_ratio = dir, actions, cotrain_ratio
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
-        self.val_examples, self.shuffle_seed, self.chunk_size = (
-            val_examples,
-            shuffle_seed,
-            chunk_size,
-        )
+        self.val_examples, self.shuffle_seed = val_examples, shuffle_seed
+        self.chunk_size = chunk_size
         self.num_episodes, self.seed, self.noise_std = num_episodes, seed, noise_std
         self.val_episodes = val_episodes
         self.raw: dict = {}
