@@ -99,3 +99,24 @@ def test_every_corpus_config_is_scored_on_the_same_held_out_scenes_and_the_contr
     assert corpus_config(control.corpus) == expected
     held = dict(held_out_pairs=(), held_out_relations=())
     assert corpus_config(env.corpus) == replace(expected, **held)  # nothing held out
+
+
+def test_validation_scenes_are_neither_trained_on_nor_reported(tmp_path):
+    from tests.builders import compose_config
+    from vla.errors import ConfigError
+    from vla.vlm.datamodule import VLMDataModule
+
+    def module(*overrides):
+        cfg = compose_config("train", ["experiment=vlm", *overrides]).data
+        kwargs = {k: v for k, v in cfg.items() if k != "_target_"}
+        return VLMDataModule(env={}, **kwargs | dict(dir=str(tmp_path)))
+
+    small = ["data.corpus.num_scenes=40", "data.eval_corpus.num_scenes=40", "data.val_scenes=40"]
+    dm = module(*small)
+    dm.prepare_data()
+    scenes = {k: {r.tobytes() for r in dm.raw[k]["centres"]} for k in ("corpus", "eval", "val")}
+    assert len(scenes["val"]) == 40
+    assert len(scenes["val"] & scenes["corpus"]) == len(scenes["val"] & scenes["eval"]) == 0
+    assert dm.val_cfg.num_targets == dm.corpus_cfg.num_targets  # the training distribution
+    with pytest.raises(ConfigError, match="data.val_seed"):
+        module("data.val_seed=${data.eval_corpus.seed}")

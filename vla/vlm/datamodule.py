@@ -3,8 +3,11 @@ action tokens beside it (stage 2), so `train()` runs both stages as it runs ever
 
     stage 1 (data.actions=false)  corpus ─ MixedBatches (all corpus) ──────────────┐
     stage 2 (data.actions=true)   demonstrations + corpus (data.cotrain_ratio) ─────┴─> batches
-    validation                    held-out scenes (data.val_examples), held-out episodes' steps
+    validation                    validation scenes (data.val_scenes), held-out episodes' steps
     evaluate(policy)              answers on every held-out scene, per family (metrics.json)
+
+Validation (checkpoint selection, early stopping) and the reported answers use scenes from two
+different generator seeds, so nothing that picks the weights sees the scenes that score them.
 
 Answers are written in the trained policy's vocabulary and actions in its bins, so `setup`
 reads the policy from the module being trained (`trainer.lightning_module.policy`); the
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import lightning as L
 import numpy as np
@@ -51,7 +54,8 @@ class VLMDataModule(L.LightningDataModule):
         actions: demonstrations as action tokens too (stage 2).
         cotrain_ratio: the corpus share of every stage-2 batch (0: demonstrations only).
         batch_size, steps_per_epoch: batches are drawn with replacement, this many an epoch.
-        val_examples: held-out-scene examples scored at every validation.
+        val_scenes, val_seed: validation scenes, drawn as the training corpus's from another
+            seed; scored at every validation, they select checkpoints and stop early.
         num_episodes, seed, noise_std, val_episodes: the demonstrations, as `conf/data/default`.
         rollouts: whether there is an env to roll out in (stage 2); `configure` sets it.
         tokenize, shuffle_seed, chunk_size, target, objects: what `train()` hands every data
@@ -62,7 +66,8 @@ class VLMDataModule(L.LightningDataModule):
     def __init__(
         self, env: dict, corpus: dict, eval_corpus: dict, dir: str = "data",
         actions: bool = False, cotrain_ratio: float = 1.0, batch_size: int = 32,
-        steps_per_epoch: int = 1500, val_examples: int = 384, num_episodes: int = 3000,
+        steps_per_epoch: int = 1500, val_scenes: int = 64,
+        val_seed: int = 1_200_000_000, num_episodes: int = 3000,
         seed: int = 0, noise_std: float = 0.3, val_episodes: int = 100, rollouts: bool = False,
         tokenize=None, shuffle_seed: int = 0, chunk_size: int = 1, target: bool = False,
         objects: bool = False,
@@ -79,15 +84,21 @@ class VLMDataModule(L.LightningDataModule):
             )
         self.env_kwargs = env_kwargs_of(env)
         self.corpus_cfg, self.eval_cfg = corpus_config(corpus), corpus_config(eval_corpus)
+        if val_seed in (self.corpus_cfg.seed, self.eval_cfg.seed):
+            raise ConfigError(
+                f"data.val_seed={val_seed} must differ from the training corpus's and the "
+                "held-out scenes' seeds: validation scenes would be scenes it trains on or reports"
+            )
+        self.val_cfg = replace(self.corpus_cfg, num_scenes=val_scenes, seed=val_seed)
         self.dir, self.actions, self.cotrain_ratio = dir, actions, cotrain_ratio
         self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
-        self.val_examples, self.shuffle_seed = val_examples, shuffle_seed
+        self.shuffle_seed = shuffle_seed
         self.chunk_size = chunk_size
         self.num_episodes, self.seed, self.noise_std = num_episodes, seed, noise_std
         self.val_episodes = val_episodes
         self.raw: dict = {}
         self.prepare_seconds = 0.0
-        self.train_c = self.eval_c = self.demos = None
+        self.train_c = self.eval_c = self.val_c = self.demos = None
 
     @classmethod
     def configure(cls, cfg) -> None:
@@ -101,6 +112,7 @@ class VLMDataModule(L.LightningDataModule):
         start = time.perf_counter()
         self.raw["corpus"] = ensure_corpus(self.dir, self.corpus_cfg)
         self.raw["eval"] = ensure_corpus(self.dir, self.eval_cfg)
+        self.raw["val"] = ensure_corpus(self.dir, self.val_cfg)
         log.info(
             f"corpus: {self.raw['corpus']['manifest']['per_family']} examples; held-out "
             f"scenes: {self.raw['eval']['manifest']['num_examples']} examples"
@@ -118,9 +130,8 @@ class VLMDataModule(L.LightningDataModule):
         self.prepare_data()  # loads what another process (or an earlier run) wrote
         policy = self.trainer.lightning_module.policy
         tok = policy.tokenizer
-        self.train_c, self.eval_c = (
-            CorpusTensors(self.raw["corpus"], tok),
-            CorpusTensors(self.raw["eval"], tok),
+        self.train_c, self.eval_c, self.val_c = (
+            CorpusTensors(self.raw[k], tok) for k in ("corpus", "eval", "val")
         )
         if self.actions:
             raw = self.raw["demos"]
@@ -149,9 +160,7 @@ class VLMDataModule(L.LightningDataModule):
         )  # fmt: skip
 
     def val_dataloader(self):
-        val = fixed_batches(
-            self.eval_c, torch.arange(min(self.val_examples, len(self.eval_c))), 256
-        )
+        val = fixed_batches(self.val_c, torch.arange(len(self.val_c)), 256)
         if self.actions:
             steps = torch.arange(self.first_val, len(self.demos))
             val += fixed_batches(self.demos, steps[:: max(1, len(steps) // 512)], 256)
@@ -180,4 +189,9 @@ class VLMDataModule(L.LightningDataModule):
         for f, v in answers["all"].items():
             log.info(f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}")
         corpus = self.raw["corpus"]["manifest"] | {"path": str(self.dir)}
-        return dict(answers=answers, corpus=corpus, eval_corpus=asdict(self.eval_cfg))
+        return dict(
+            answers=answers,
+            corpus=corpus,
+            eval_corpus=asdict(self.eval_cfg),
+            val_corpus=asdict(self.val_cfg),
+        )
