@@ -1,7 +1,12 @@
-"""Answers scored: exact words, pointing within the radius."""
+"""Answers scored: exact words, pointing within the radius; the eyes: keypoint 0 on the shape."""
 
 import numpy as np
+import torch
 
+from tests.vlm.builders import inputs, small_policy
+from vla.vlm.data import ACTION_FAMILY, CENTRE, FAMILY, HAS_STATE, IMAGE, STATE, TARGETED, TOKENS
+from vla.vlm.module import score_grounding
+from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import correct, per_family
 from vla.vlm.vocab import VLMTokenizer
 
@@ -25,3 +30,22 @@ def test_words_must_match_exactly_and_rates_are_per_family():
     rates = per_family(["count", "count", "count", "spatial"], [True, True, False, False])
     assert rates["count"]["n"] == 3 and abs(rates["count"]["accuracy"] - 2 / 3) < 1e-9
     assert rates["spatial"]["accuracy"] == 0 and abs(rates["mean"]["accuracy"] - 1 / 3) < 1e-9
+
+
+def test_keypoint_on_shape_counts_the_examples_about_a_shape_within_the_radius():
+    policy = small_policy()
+    image, state, tokens = inputs(policy)
+    with torch.no_grad():
+        _, _, out = policy.prefix(image, state, tokens, torch.zeros(3, dtype=torch.bool))
+    seen = (out["keypoints_xy"][:, 0] + 1) / 2  # [3,2] where keypoint 0 is, arena units
+    batch = {
+        IMAGE: image, STATE: state, TOKENS: tokens, HAS_STATE: torch.zeros(3, dtype=torch.bool),
+        FAMILY: torch.tensor([FAMILIES.index("pointing"), FAMILIES.index("relation"), ACTION_FAMILY]),
+        CENTRE: seen + torch.tensor([[0.05, 0.0], [0.0, 0.07], [0.0, 0.0]]),
+        TARGETED: torch.tensor([True, True, True]),
+    }  # fmt: skip
+    # within 0.06 / 0.07 away / a demonstration step (not a corpus example)
+    assert score_grounding(policy, batch) == (["pointing", "relation"], [True, False])
+    batch[TARGETED] = torch.tensor([False, True, True])  # e.g. a count question: no shape
+    assert score_grounding(policy, batch) == (["relation"], [False])
+    assert score_grounding(policy, batch, radius=0.08) == (["relation"], [True])

@@ -31,6 +31,8 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
     )
     assert set(vlm["answers"]["all"]) == {*FAMILIES, "mean"}
     assert all(0 <= v["accuracy"] <= 1 for v in vlm["answers"]["all"].values())
+    eyes = vlm["answers"]["keypoint_on_shape"]  # only the families that ask about a shape
+    assert "pointing" in eyes and "caption" not in eyes and "count" not in eyes
     assert vlm["evaluated"] is False and "val_loss" in vlm["best_checkpoint"]  # no env
     saved = json.loads((tmp_path / "vlm" / "metrics.json").read_text())
     assert saved["corpus"]["num_examples"] > 0 and saved["global_step"] == 4

@@ -167,15 +167,18 @@ class VLMDataModule(L.LightningDataModule):
         return val
 
     def evaluate(self, policy) -> dict:
-        """metrics.json's `answers`: per-family accuracy on every held-out scene, and on the
+        """metrics.json's `answers`: per-family accuracy on every held-out scene, on the
         examples that name one of the env's held-out pairs (what the control corpus never
-        names); `corpus`: what the training corpus held."""
-        from vla.vlm.module import score_answers
+        names), and how often keypoint 0 is on the shape asked about (`keypoint_on_shape`);
+        `corpus`: what the training corpus held."""
+        from vla.vlm.module import score_answers, score_grounding
 
-        families, hits = [], []
+        families, hits, grounded = [], [], ([], [])
         for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
             f, h = score_answers(policy, batch)
             families, hits = families + f, hits + h
+            for out, part in zip(grounded, score_grounding(policy, batch), strict=True):
+                out.extend(part)
         names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
         questions = policy.tokenizer.decode(self.eval_c.tokens)
         held = [
@@ -183,11 +186,17 @@ class VLMDataModule(L.LightningDataModule):
             for q, a in zip(questions, self.eval_c.answers, strict=True)
         ]
         pick = lambda xs: [x for x, k in zip(xs, held, strict=True) if k]  # noqa: E731
+        on_shape = per_family(*grounded) if grounded[0] else {}
         answers = dict(
-            all=per_family(families, hits), held_out_pairs=per_family(pick(families), pick(hits))
+            all=per_family(families, hits),
+            held_out_pairs=per_family(pick(families), pick(hits)),
+            keypoint_on_shape=on_shape,
         )
         for f, v in answers["all"].items():
-            log.info(f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}")
+            line = f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}"
+            if f in on_shape and f != "mean":
+                line += f"; keypoint 0 on the shape {on_shape[f]['accuracy']:.1%}"
+            log.info(line)
         corpus = self.raw["corpus"]["manifest"] | {"path": str(self.dir)}
         return dict(
             answers=answers,

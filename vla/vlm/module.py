@@ -34,7 +34,7 @@ from vla.vlm.data import (
 )
 from vla.vlm.model import VLMPolicy
 from vla.vlm.questions import FAMILIES
-from vla.vlm.scoring import correct, per_family
+from vla.vlm.scoring import POINT_RADIUS, correct, per_family
 
 FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
 
@@ -61,6 +61,27 @@ def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str
         correct(f, p, r, c, tok) for f, p, r, c in zip(families, preds, refs, centres, strict=True)
     ]
     return families, hits
+
+
+@torch.no_grad()
+def score_grounding(
+    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS
+) -> tuple[list[str], list[bool]]:
+    """Whether keypoint 0 lies within `radius` of the shape each corpus example is about (the
+    examples that have one): (family names, hits). Beside the answers it tells eyes that do
+    not find the shape from a read-out that does not put what they found into words."""
+    keep = (batch[FAMILY] != ACTION_FAMILY) & batch[TARGETED]
+    if not keep.any():
+        return [], []
+    with policy.inference():
+        _, _, outputs = policy.prefix(
+            batch[IMAGE][keep], batch[STATE][keep], batch[TOKENS][keep], batch[HAS_STATE][keep]
+        )
+    if "keypoints_xy" not in outputs:
+        return [], []
+    xy = (outputs["keypoints_xy"][:, 0] + 1) / 2  # [n,2] image [-1,1] -> arena [0,1]
+    hits = (xy - batch[CENTRE][keep]).norm(dim=-1) <= radius  # [n]
+    return [FAMILIES[f] for f in batch[FAMILY][keep].tolist()], hits.tolist()
 
 
 @torch.no_grad()
