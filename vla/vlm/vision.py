@@ -35,15 +35,9 @@ class FiLMConvVision(nn.Module):
         d_model: token width (and the width of the words that condition it).
         channels: C, feature channels of both convolutions.
         num_keypoints: K spatial-softmax keypoints, each with its glimpse.
-        where_frequencies: F, a keypoint's position is embedded with sin and cos at F octaves
-            (pi, 2 pi, ... ) beside x, y, so that location tokens 1/32 apart can be told
-            apart by a linear read-out; 0: x, y alone.
     """
 
-    def __init__(
-        self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8,
-        where_frequencies: int = 0,
-    ):  # fmt: skip
+    def __init__(self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8):
         super().__init__()
         if channels < 1 or num_keypoints < 1:
             raise ConfigError(f"channels={channels} and num_keypoints={num_keypoints} must be >= 1")
@@ -59,10 +53,7 @@ class FiLMConvVision(nn.Module):
         xy = pixel_coordinates(image_size)  # [H,W,2] in [-1,1]
         self.register_buffer("grid_xy", rearrange(xy, "h w two -> (h w) two"), persistent=False)
         self.register_buffer("coords", rearrange(xy, "h w two -> 1 two h w"), persistent=False)
-        self.register_buffer(
-            "frequencies", torch.pi * 2.0 ** torch.arange(where_frequencies), persistent=False
-        )  # [F]
-        self.where = nn.Linear(2 + 4 * where_frequencies, d_model)  # [B,K,2+4F] -> [B,K,D]
+        self.where = nn.Linear(2, d_model)  # [B,K,2] -> [B,K,D]
         self.what = nn.Linear(C, d_model)  # [B,K,C] -> [B,K,D]
         self.ids = nn.Parameter(torch.randn(K, d_model) * 0.02)  # [K,D]
         self.pooled = nn.Linear(2 * C, 2 * d_model)  # max and mean [B,2C] -> 2 tokens
@@ -86,9 +77,7 @@ class FiLMConvVision(nn.Module):
         flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
         xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
         glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
-        angles = rearrange(xy[..., None] * self.frequencies, "b k two f -> b k (two f)")
-        where = torch.cat([xy, angles.sin(), angles.cos()], dim=-1)  # [B,K,2+4F]
-        keypoints = self.where(where) + self.what(glimpse) + self.ids  # [B,K,D]
+        keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
         pooled = torch.cat([flat.amax(1), flat.mean(1)], dim=-1)  # [B,2C]
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
         return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy})
