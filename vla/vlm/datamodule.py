@@ -173,12 +173,12 @@ class VLMDataModule(L.LightningDataModule):
         `corpus`: what the training corpus held."""
         from vla.vlm.module import score_answers, score_grounding
 
-        families, hits, grounded = [], [], ([], [])
+        families, hits, eyes_families, eyes_hits = [], [], [], []
         for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
             f, h = score_answers(policy, batch)
             families, hits = families + f, hits + h
-            for out, part in zip(grounded, score_grounding(policy, batch), strict=True):
-                out.extend(part)
+            f, h = score_grounding(policy, batch)
+            eyes_families, eyes_hits = eyes_families + f, eyes_hits + h
         names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
         questions = policy.tokenizer.decode(self.eval_c.tokens)
         held = [
@@ -186,7 +186,7 @@ class VLMDataModule(L.LightningDataModule):
             for q, a in zip(questions, self.eval_c.answers, strict=True)
         ]
         pick = lambda xs: [x for x, k in zip(xs, held, strict=True) if k]  # noqa: E731
-        on_shape = per_family(*grounded) if grounded[0] else {}
+        on_shape = per_family(eyes_families, eyes_hits) if eyes_families else {}
         answers = dict(
             all=per_family(families, hits),
             held_out_pairs=per_family(pick(families), pick(hits)),
