@@ -1,10 +1,17 @@
 """The VLM's eyes: token shapes, keypoints as the spatial softmax's expected position, glimpses
-as its expected features, and the words' FiLM starting as the identity."""
+as its expected features, the words' FiLM starting as the identity, and word queries that
+start at zero and then steer each keypoint by the word it attends to."""
 
 import torch
 from einops import rearrange
 
 from vla.vlm.vision import FiLMConvVision
+
+
+def pooled(words):
+    """One word standing for the pooled words [B,D] -> words [B,1,D], no PAD, positions alike."""
+    words = words[:, None]  # [B,1,D]
+    return words, torch.zeros(words.shape[:2], dtype=torch.bool), words
 
 
 def test_tokens_keypoints_and_glimpses_follow_the_spatial_softmax():
@@ -13,7 +20,7 @@ def test_tokens_keypoints_and_glimpses_follow_the_spatial_softmax():
     image = torch.zeros(2, 16, 16, 3, dtype=torch.uint8)
     image[0, 2:5, 11:14] = 255  # a white blob top right in the first image only
     words = torch.randn(2, 8)
-    group = eyes(image, words)
+    group = eyes(image, *pooled(words))
     assert group.tokens.shape == (2, 3 + 2, 8) and eyes.num_tokens == 5
     xy = group.outputs["keypoints_xy"]  # [2,3,2]
     assert xy.shape == (2, 3, 2) and xy.abs().max() <= 1
@@ -33,9 +40,10 @@ def test_the_words_change_nothing_at_the_start_and_gate_channels_once_trained():
     eyes = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=2)
     image = torch.randint(0, 256, (1, 16, 16, 3), dtype=torch.uint8)
     a, b = torch.randn(1, 8), torch.randn(1, 8)
-    assert torch.equal(eyes(image, a).tokens, eyes(image, b).tokens)  # FiLM: zero at init
+    seen = lambda words: eyes(image, *pooled(words)).tokens  # noqa: E731
+    assert torch.equal(seen(a), seen(b))  # FiLM: zero at init
     torch.nn.init.normal_(eyes.to_gamma_beta.weight)
-    assert not torch.allclose(eyes(image, a).tokens, eyes(image, b).tokens)
+    assert not torch.allclose(seen(a), seen(b))
 
 
 def test_a_keypoint_sits_on_its_maps_peak_and_glimpses_the_features_there():
@@ -46,9 +54,48 @@ def test_a_keypoint_sits_on_its_maps_peak_and_glimpses_the_features_there():
     with torch.no_grad():
         eyes.to_scores.weight.copy_(torch.tensor([1.0, 0, 0, 0]).reshape(1, 4, 1, 1))
         eyes.log_temperature.fill_(4.0)  # x55: the softmax is all on the peak
-    group = eyes(torch.zeros(1, 16, 16, 3, dtype=torch.uint8), torch.zeros(1, 8))
+    group = eyes(torch.zeros(1, 16, 16, 3, dtype=torch.uint8), *pooled(torch.zeros(1, 8)))
     x, y = (12 + 0.5) / 16 * 2 - 1, (3 + 0.5) / 16 * 2 - 1  # the pixel's centre in [-1,1]
     assert torch.allclose(group.outputs["keypoints_xy"][0, 0], torch.tensor([x, y]), atol=1e-4)
     glimpse = f[0, :, 3, 12]
     expected = eyes.where(torch.tensor([x, y])) + eyes.what(glimpse) + eyes.ids[0]
     assert torch.allclose(group.tokens[0, 0], expected, atol=1e-3)
+
+
+def test_word_queries_start_at_zero_and_then_steer_each_keypoint_by_the_word_it_reads():
+    torch.manual_seed(0)
+    off = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=2)
+    on = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=2, word_queries=True)
+    on.load_state_dict(off.state_dict(), strict=False)  # the same eyes plus the queries
+    image = torch.randint(0, 256, (2, 16, 16, 3), dtype=torch.uint8)
+    words, text = torch.randn(2, 3, 8), torch.randn(2, 3, 8)
+    no_word = torch.tensor([[False, False, True], [False, True, True]])  # PAD at the end
+    tokens = on(image, words, no_word, text).tokens
+    assert torch.equal(tokens, off(image, words, no_word, text).tokens)
+    # the directions written out: each query's softmax over the unpadded words, projected
+    torch.nn.init.normal_(on.to_direction.weight)
+    logits = torch.einsum("kd,bld->bkl", on.queries, on.to_keys(text)) / 8**0.5  # [2,2,3]
+    attn = torch.stack([logits[0, :, :2].softmax(-1), logits[1, :, :2] * 0], dim=0)  # [2,2,2]
+    attn[1, :, 0] = 1.0  # one word: all attention on it
+    expected = on.to_direction(attn @ text[:, :2])  # [2,2,C]
+    assert torch.allclose(on.directions(text, no_word), expected, atol=1e-5)
+    # the scores follow them, and the order of the words counts: the same two words in the
+    # other order (positions stay where they are) move the keypoints; their mean would not
+    pos = torch.randn(3, 8)  # [L,D]
+    swapped = words[:, [1, 0, 2]]
+    both = torch.zeros(2, 3, dtype=torch.bool)
+    xy = on(image, words, both, words + pos).outputs["keypoints_xy"]  # [2,2,2]
+    assert not torch.allclose(xy, on(image, swapped, both, swapped + pos).outputs["keypoints_xy"])
+    torch.nn.init.normal_(off.to_gamma_beta.weight)  # FiLM by the mean: the order is lost
+    assert torch.allclose(
+        off(image, words, both, words + pos).outputs["keypoints_xy"],
+        off(image, swapped, both, swapped + pos).outputs["keypoints_xy"], atol=1e-6,
+    )  # fmt: skip
+
+
+def test_an_instruction_of_pad_alone_reads_nothing():
+    eyes = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=2, word_queries=True)
+    torch.nn.init.normal_(eyes.to_direction.weight)
+    text = torch.randn(1, 3, 8)
+    u = eyes.directions(text, torch.ones(1, 3, dtype=torch.bool))  # [1,2,C]
+    assert torch.allclose(u, eyes.to_direction.bias.expand_as(u)) and not u.isnan().any()

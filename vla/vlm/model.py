@@ -2,7 +2,7 @@
 
     prefix (bidirectional)                                   suffix (causal)
     words [B,L] ─ token_embed ─┬─ + word_pos ──────────────> [B,L,D] ──┐
-                               └─ mean ─> FiLM of the eyes              │
+                               └─ mean (and words) ─> the eyes          │
     image [B,H,W,3] ─ FiLMConvVision(words) ─> [B,N,D] ────────────────┼─ + type ─> [B,P,D] ┐
     state [B,S] ─ normalise ─ StateEncoder ─> [B,1,D] (PAD for questions) ┘                    │
     <bos> a_1 .. a_n ─ token_embed + suffix_pos ─> [B,s,D] ─ + type ────────────────────────┴─>
@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
-from vla.models.language import PAD_ID, UNK_ID, masked_mean
+from vla.models.language import PAD_ID, UNK_ID
 from vla.models.state import Normalizer, StateEncoder
 from vla.pretrained.mixin import PretrainedMixin
 from vla.vlm.actions import ActionBins
@@ -110,12 +110,10 @@ class VLMPolicy(PretrainedMixin, nn.Module):
         B, L = tokens.shape
         t = self.type_embed
         words, no_word = self.token_embed(tokens), tokens == PAD_ID  # [B,L,D], [B,L]
-        seen = self.vision(image, masked_mean(words, no_word))  # [B,N,D] given the words
+        text = words + self.word_pos[:L]  # [B,L,D]
+        seen = self.vision(image, words, no_word, text)  # [B,N,D] given the words
         st = self.state_encoder(self.normalizer.normalize_state(state))  # [B,1,D]
-        x = torch.cat(
-            [seen.tokens + t["image"], words + self.word_pos[:L] + t["text"], st + t["state"]],
-            dim=1,
-        )  # [B,P,D]
+        x = torch.cat([seen.tokens + t["image"], text + t["text"], st + t["state"]], dim=1)
         always = torch.zeros_like(seen.tokens[..., 0], dtype=torch.bool)  # [B,N]
         pad = torch.cat([always, no_word, ~has_state[:, None]], dim=1)  # [B,P]
         return x, pad, seen.outputs

@@ -2,7 +2,7 @@
 
     image uint8 [B,H,W,3] ─ [-1,1], + x, y ─> [B,5,H,W] ─ conv 3x3 ─ GELU ─ conv 3x3
         ─ FiLM(words) ─ GELU ─> features F [B,C,H,W] (full resolution)
-    F ─ conv 1x1 ─> K score maps ─ standardise ─ spatial softmax w_k [B,K,H*W]
+    F ─ conv 1x1 (+ word queries) ─> K score maps ─ standardise ─ spatial softmax w_k [B,K,H*W]
         keypoint k:  where = w_k @ (x, y)  [2]    what = w_k @ F  [C]  (a glimpse)
         ─> Linear(where) + Linear(what) + id_k ─> K tokens [B,K,D]
     F ─ max and mean over pixels ─> Linear ─> 2 tokens [B,2,D] (what is there, how much)
@@ -15,6 +15,12 @@ feature channels before the pixels are pooled (FiLM, as CLEVR's FiLM networks an
 each keypoint says where its map peaks (the default policy's spatial softmax) and what is
 there, and the pooled tokens say what the scene holds. Keypoint 0 can be pulled onto the
 shape a question or instruction is about (a training-only loss; `VLMModule`).
+
+With `word_queries`, each keypoint also reads the words one at a time: a learned query per
+keypoint attends over the positioned words, and what it reads becomes a channel direction
+added to that keypoint's 1x1 score conv (zero at the start, so training begins from the FiLM
+eyes). The mean of the words cannot say which of two named shapes comes first ("is the red
+circle above the blue square"); a keypoint that attends to the first noun phrase can.
 """
 
 from __future__ import annotations
@@ -24,20 +30,25 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from vla.errors import ConfigError
+from vla.models.language import masked_mean
 from vla.models.vision import TokenGroup, check_image, normalize_pixels, pixel_coordinates
 
 
 class FiLMConvVision(nn.Module):
-    """Image [B,H,W,3] and pooled words [B,D] -> K + 2 tokens [B,K+2,D].
+    """Image [B,H,W,3] and the prefix words [B,L,D] -> K + 2 tokens [B,K+2,D].
 
     Args:
         image_size: side of the square image in pixels.
         d_model: token width (and the width of the words that condition it).
         channels: C, feature channels of both convolutions.
         num_keypoints: K spatial-softmax keypoints, each with its glimpse.
+        word_queries: each keypoint's score map also follows its own attention over the words.
     """
 
-    def __init__(self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8):
+    def __init__(
+        self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8,
+        word_queries: bool = False,
+    ):  # fmt: skip
         super().__init__()
         if channels < 1 or num_keypoints < 1:
             raise ConfigError(f"channels={channels} and num_keypoints={num_keypoints} must be >= 1")
@@ -57,6 +68,13 @@ class FiLMConvVision(nn.Module):
         self.what = nn.Linear(C, d_model)  # [B,K,C] -> [B,K,D]
         self.ids = nn.Parameter(torch.randn(K, d_model) * 0.02)  # [K,D]
         self.pooled = nn.Linear(2 * C, 2 * d_model)  # max and mean [B,2C] -> 2 tokens
+        self.word_queries = word_queries
+        if word_queries:
+            self.queries = nn.Parameter(torch.randn(K, d_model) * 0.02)  # [K,D]
+            self.to_keys = nn.Linear(d_model, d_model, bias=False)  # words [B,L,D] -> [B,L,D]
+            self.to_direction = nn.Linear(d_model, C)  # what a keypoint read [B,K,D] -> [B,K,C]
+            nn.init.zeros_(self.to_direction.weight)
+            nn.init.zeros_(self.to_direction.bias)
 
     def features(self, image: Tensor, words: Tensor) -> Tensor:
         """image uint8 [B,H,W,3], pooled words [B,D] -> F [B,C,H,W]."""
@@ -68,10 +86,28 @@ class FiLMConvVision(nn.Module):
         gamma, beta = rearrange(self.to_gamma_beta(words), "b (two c) -> two b c 1 1", two=2)
         return nn.functional.gelu(h * (1 + gamma) + beta)  # [B,C,H,W]
 
-    def forward(self, image: Tensor, words: Tensor) -> TokenGroup:
-        """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates)."""
-        f = self.features(image, words)  # [B,C,H,W]
-        scores = rearrange(self.to_scores(f), "b k h w -> b k (h w)")  # [B,K,H*W]
+    def directions(self, text: Tensor, no_word: Tensor) -> Tensor:
+        """Positioned words [B,L,D], PAD mask [B,L] -> each keypoint's channel direction [B,K,C]:
+        its query's softmax attention over the words, projected to the feature channels."""
+        keys = self.to_keys(text)  # [B,L,D]
+        logits = torch.einsum("kd,bld->bkl", self.queries, keys) / keys.shape[-1] ** 0.5
+        attn = logits.masked_fill(no_word[:, None], float("-inf")).softmax(-1)  # [B,K,L]
+        attn = attn.nan_to_num(0.0)  # an all-PAD instruction reads nothing
+        return self.to_direction(attn @ text)  # [B,K,L] @ [B,L,D] -> [B,K,D] -> [B,K,C]
+
+    def forward(self, image: Tensor, words: Tensor, no_word: Tensor, text: Tensor) -> TokenGroup:
+        """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates).
+
+        Args:
+            image uint8 [B,H,W,3]; words [B,L,D] and their PAD mask no_word [B,L]; text [B,L,D]:
+            the same words with their positions (what the word queries read).
+        """
+        f = self.features(image, masked_mean(words, no_word))  # [B,C,H,W]
+        scores = self.to_scores(f)  # [B,K,H,W]
+        if self.word_queries:
+            u = self.directions(text, no_word)  # [B,K,C]
+            scores = scores + torch.einsum("bkc,bchw->bkhw", u, f)  # [B,K,H,W]
+        scores = rearrange(scores, "b k h w -> b k (h w)")  # [B,K,H*W]
         std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,K,1]
         w = ((scores - mean) / (std + 1e-5) * self.log_temperature.exp()).softmax(-1)
         flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
