@@ -50,6 +50,11 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
     ckpt = read_checkpoint(tmp_path / "rt2" / "checkpoints" / "last.ckpt")
     assert ckpt["vla"]["policy_config"]["init_from"] == f"{tmp_path}/vlm"
     assert isinstance(read_pretrained(tmp_path / "rt2" / "pretrained_model"), VLMPolicy)
+    for stage in ("vlm", "rt2"):  # the model card's code runs as it stands: it answers (and acts)
+        folder = tmp_path / stage / "pretrained_model"
+        code = (folder / "README.md").read_text().split("```python\n")[1].split("```")[0]
+        exec(code.replace("<this folder or Hub id>", str(folder)), {})
+        assert ("env.step" in code) == (stage == "rt2")
 
     # resuming the run goes on from its step with its own config
     resumed = train(

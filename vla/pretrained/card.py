@@ -12,6 +12,13 @@ from __future__ import annotations
 from vla.eval.stats import format_summary
 
 LICENSE = "mit"  # the project's (pyproject.toml)
+ABOUT = {
+    "VLAPolicy": "A vision-language-action policy trained by behavior cloning with `vla`: it "
+    "reads an image, the effector's state and an instruction, and predicts a chunk of actions.",
+    "VLMPolicy": "A vision-language model in `vla`'s RT-2 recipe (docs/vlm.md): one prefix-LM "
+    "Transformer that answers questions about an image and, once fine-tuned on demonstrations, "
+    "writes actions as tokens of the same vocabulary.",
+}
 TAGS = ["robotics", "vision-language-action", "behavior-cloning", "vla", "safetensors"]
 
 
@@ -31,15 +38,14 @@ def model_card(config: dict, facts: dict) -> str:
     front += ["datasets:", f"- {dataset}"] if dataset else []
     front += ["---", ""]
     policy = config["policy_config"]
-    head = str((policy.get("head") or {}).get("_target_", "policy")).rsplit(".", 1)[-1]
+    _, name = policy_class(config)
+    head = str((policy.get("head") or {}).get("_target_", name)).rsplit(".", 1)[-1]
     env_id = config.get("env_id")
     where = f"Trained in `{env_id}`." if env_id else "Trained offline, with no env to roll out in."
     body = [
         f"# vla policy: {head}, d_model {policy.get('d_model')}, depth {policy.get('depth')}",
         "",
-        "A vision-language-action policy trained by behavior cloning with `vla`: it reads "
-        "an image, the effector's state and an instruction, and predicts a chunk of "
-        f"actions. {where}",
+        ABOUT.get(name, ABOUT["VLAPolicy"]) + f" {where}",
         "",
         "## Use",
         "",
@@ -61,23 +67,44 @@ def model_card(config: dict, facts: dict) -> str:
     return "\n".join(front + body)
 
 
+def policy_class(config: dict) -> tuple[str, str]:
+    """(module, class) of the folder's policy, e.g. ("vla.models.policy", "VLAPolicy")."""
+    target = config["policy_config"].get("_target_", "vla.models.policy.VLAPolicy")
+    module, _, name = target.rpartition(".")
+    return module, name
+
+
 def usage(config: dict) -> list[str]:
-    """The ten-line loop that runs the policy in its env."""
+    """The ten lines that run the policy in its env; a VLM is asked a question about the
+    scene too, and one trained without an env (stage 1) only answers."""
+    module, name = policy_class(config)
+    env_config = config.get("env_config")
     make = 'gym.make("vla/Reach-v0", **policy.env_config)'
-    return [
-        "```python",
-        "import gymnasium as gym",
-        "import vla  # registers vla/Reach-v0",
-        "from vla.models.policy import VLAPolicy",
-        "",
-        'policy = VLAPolicy.from_pretrained("<this folder or Hub id>")',
-        f"env = {make if config.get('env_config') is not None else 'gym.make(...)  # your env'}",
-        "obs, info = env.reset(seed=0)",
+    if env_config is None and name == "VLMPolicy":  # a scene to ask about, of its image size
+        make = f'gym.make("vla/Reach-v0", image_size={config["inputs"]["image"]["shape"][0]})'
+    elif env_config is None:
+        make = "gym.make(...)  # your env"
+    act = [
         "policy.reset()",
         "done = False",
         "while not done:",
         "    obs, reward, terminated, truncated, info = env.step(policy.select_action(obs))",
         "    done = terminated or truncated",
+    ]
+    ask = 'image = torch.as_tensor(obs["image"])[None]  # [1,H,W,3]'
+    ask = [ask, 'print(policy.answer(image, ["what colour is the circle"]))']
+    return [
+        "```python",
+        "import gymnasium as gym",
+        *(["import torch"] if name == "VLMPolicy" else []),
+        "import vla  # registers vla/Reach-v0",
+        f"from {module} import {name}",
+        "",
+        f'policy = {name}.from_pretrained("<this folder or Hub id>")',
+        f"env = {make}",
+        "obs, info = env.reset(seed=0)",
+        *(ask if name == "VLMPolicy" else []),
+        *(act if env_config is not None or name != "VLMPolicy" else []),
         "```",
     ]
 

@@ -176,7 +176,8 @@ def train(cfg: DictConfig) -> dict:
     )
     log.info(f"best checkpoint: {metrics['best_checkpoint']}")
     log.info(f"last checkpoint: {metrics['last_checkpoint']}")
-    log.info(f"pretrained folder: {metrics['pretrained_model']} (VLAPolicy.from_pretrained)")
+    kind = type(module.policy).__name__
+    log.info(f"pretrained folder: {metrics['pretrained_model']} ({kind}.from_pretrained)")
     log.info(f"run directory: {out_dir} (metrics.json, tensorboard/, train.log)")
     return metrics
 
