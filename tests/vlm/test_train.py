@@ -13,6 +13,7 @@ from vla.eval.visualize import visualize
 from vla.pretrained.folder import read_pretrained
 from vla.training.train import train
 from vla.vlm.model import VLMPolicy
+from vla.vlm.paired import compare
 from vla.vlm.questions import FAMILIES
 
 TINY = [
@@ -36,6 +37,14 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
     assert vlm["evaluated"] is False and "val_loss" in vlm["best_checkpoint"]  # no env
     saved = json.loads((tmp_path / "vlm" / "metrics.json").read_text())
     assert saved["corpus"]["num_examples"] > 0 and saved["global_step"] == 4
+    rows = compare(tmp_path / "vlm", tmp_path / "vlm")  # paired against itself: the same hits
+    for family, r in rows.items():
+        if family != "all":
+            assert r["a"] == r["b"] == vlm["answers"]["all"][family]["accuracy"], family
+        assert r["only_a"] == r["only_b"] == 0 and r["p"] == 1.0
+    assert rows["all"]["n"] == sum(
+        v.get("n", 0) for f, v in vlm["answers"]["all"].items() if f != "mean"
+    )
 
     rt2_args = [
         "experiment=rt2", *TINY, *ROLLOUTS, data, f"model.init_from={tmp_path}/vlm",

@@ -1,0 +1,17 @@
+"""`python -m vla.vlm.paired` refuses what it cannot pair with one message naming the folder
+(its numbers are checked against a trained run's metrics.json in test_train.py)."""
+
+import json
+
+import pytest
+
+from vla.errors import ConfigError
+from vla.vlm.paired import compare
+
+
+def test_a_folder_that_is_not_a_finished_vlm_run_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=f"{tmp_path} is not a finished VLM run"):
+        compare(tmp_path, tmp_path)
+    (tmp_path / "metrics.json").write_text(json.dumps({"success_rate": 0.5}))  # a policy's run
+    with pytest.raises(ConfigError, match="has no eval_corpus"):
+        compare(tmp_path, tmp_path)

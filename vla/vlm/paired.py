@@ -1,0 +1,93 @@
+"""Two VLMs on the same held-out questions, paired: per family, how often each is right, how
+often only one of them is, and the exact McNemar p-value (the test the suite uses to compare
+two policies on the same episodes).
+
+    python -m vla.vlm.paired <run A> <run B>      # run folders of experiment=vlm or rt2
+
+Each run's last checkpoint (the weights its metrics.json's `answers` were measured on) answers
+the run's held-out scenes (metrics.json's `eval_corpus`, read from the run's data folder, or
+generated again, as deterministic as the first time). Both runs must have been scored on the
+same scenes; a pair that was not is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from vla.checkpoint import load_policy
+from vla.errors import ConfigError
+from vla.eval.stats import mcnemar_exact, wilson_interval
+from vla.vlm.corpus import ensure_corpus
+from vla.vlm.data import CorpusTensors, fixed_batches
+from vla.vlm.datamodule import corpus_config
+from vla.vlm.module import score_answers
+from vla.vlm.questions import FAMILIES
+
+
+def held_out_hits(run: Path) -> tuple[dict, list[str], list[bool]]:
+    """(the held-out corpus's config, family of each example, whether run's answer is right)."""
+    if not (run / "metrics.json").is_file():
+        raise ConfigError(f"{run} is not a finished VLM run: it has no metrics.json")
+    metrics = json.loads((run / "metrics.json").read_text())
+    if "eval_corpus" not in metrics:
+        raise ConfigError(f"{run} is not a VLM run: its metrics.json has no eval_corpus")
+    eval_cfg = corpus_config(metrics["eval_corpus"])
+    policy, _ = load_policy(run / "checkpoints" / "last.ckpt", need_env=False)
+    data = metrics["corpus"]["path"]  # the run's data.dir: cached there, or generated again
+    corpus = CorpusTensors(ensure_corpus(data, eval_cfg), policy.tokenizer)
+    families, hits = [], []
+    for batch in fixed_batches(corpus, torch.arange(len(corpus)), 256):
+        f, h = score_answers(policy, batch)
+        families, hits = families + f, hits + h
+    return metrics["eval_corpus"], families, hits
+
+
+def compare(run_a: Path, run_b: Path) -> dict:
+    """Per family and for all families together: each run's accuracy with its 95% interval,
+    the examples only A / only B answers right, and McNemar's p."""
+    scenes_a, families, a = held_out_hits(run_a)
+    scenes_b, families_b, b = held_out_hits(run_b)
+    if scenes_a != scenes_b or families != families_b:
+        raise ConfigError(f"{run_a} and {run_b} were scored on different held-out scenes: "
+                          f"{scenes_a} against {scenes_b}")  # fmt: skip
+    rows = {}
+    for family in [*FAMILIES, "all"]:
+        pick = [i for i, f in enumerate(families) if family in (f, "all")]
+        n = len(pick)
+        if n == 0:
+            continue
+        right_a, right_b = sum(a[i] for i in pick), sum(b[i] for i in pick)
+        only_a = sum(a[i] and not b[i] for i in pick)
+        only_b = sum(b[i] and not a[i] for i in pick)
+        rows[family] = dict(
+            n=n, a=right_a / n, a_ci95=wilson_interval(right_a, n), b=right_b / n,
+            b_ci95=wilson_interval(right_b, n), only_a=only_a, only_b=only_b,
+            p=mcnemar_exact(only_a, only_b),
+        )  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_a", type=Path)
+    parser.add_argument("run_b", type=Path)
+    parser.add_argument("--json", type=Path, help="also write the table here")
+    args = parser.parse_args(argv)
+    rows = compare(args.run_a, args.run_b)
+    print(f"A: {args.run_a}\nB: {args.run_b}")
+    print(
+        f"{'family':<10} {'n':>5} {'A':>7} {'B':>7} {'only A':>7} {'only B':>7} {'McNemar p':>10}"
+    )
+    for family, r in rows.items():
+        print(f"{family:<10} {r['n']:>5} {r['a']:>7.1%} {r['b']:>7.1%} {r['only_a']:>7} "
+              f"{r['only_b']:>7} {r['p']:>10.3g}")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
