@@ -16,11 +16,13 @@ each keypoint says where its map peaks (the default policy's spatial softmax) an
 there, and the pooled tokens say what the scene holds. Keypoint 0 can be pulled onto the
 shape a question or instruction is about (a training-only loss; `VLMModule`).
 
-With `word_queries`, each keypoint also reads the words one at a time: a learned query per
-keypoint attends over the positioned words, and what it reads becomes a channel direction
-added to that keypoint's 1x1 score conv (zero at the start, so training begins from the FiLM
-eyes). The mean of the words cannot say which of two named shapes comes first ("is the red
-circle above the blue square"); a keypoint that attends to the first noun phrase can.
+With `word_queries` (on in `model=vlm_small`), each keypoint also reads the words one at a
+time: a learned query per keypoint attends over the positioned words, and what it reads
+becomes a channel direction added to that keypoint's 1x1 score conv (zero at the start, so
+training begins from the FiLM eyes). The mean of the words cannot say which of two named
+shapes comes first ("is the red circle above the blue square"); a keypoint that attends to
+the first noun phrase can: keypoint 0 lands on it in 92% of held-out scenes against 2%
+without, and pointing answers rise from 2 to 43-52% (docs/vlm.md, round 7).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class FiLMConvVision(nn.Module):
         d_model: token width (and the width of the words that condition it).
         channels: C, feature channels of both convolutions.
         num_keypoints: K spatial-softmax keypoints, each with its glimpse.
-        word_queries: each keypoint's score map also follows its own attention over the words.
+        word_queries: each keypoint's score map also follows its own attention over the words
+            (False: the eyes of checkpoints written before it, which load as they were).
     """
 
     def __init__(
