@@ -1,10 +1,10 @@
-"""Answers scored: exact words, pointing within the radius; the eyes: keypoints on the shapes."""
+"""Answers scored: exact words, pointing within the radius; the eyes: keypoint 0 on the shape."""
 
 import numpy as np
 import torch
 
-import vla.vlm.data as d
 from tests.vlm.builders import inputs, small_policy
+from vla.vlm.data import ACTION_FAMILY, CENTRE, FAMILY, HAS_STATE, IMAGE, STATE, TARGETED, TOKENS
 from vla.vlm.module import score_grounding
 from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import correct, per_family
@@ -39,35 +39,13 @@ def test_keypoint_on_shape_counts_the_examples_about_a_shape_within_the_radius()
         _, _, out = policy.prefix(image, state, tokens, torch.zeros(3, dtype=torch.bool))
     seen = (out["keypoints_xy"][:, 0] + 1) / 2  # [3,2] where keypoint 0 is, arena units
     batch = {
-        d.IMAGE: image, d.STATE: state, d.TOKENS: tokens,
-        d.HAS_STATE: torch.zeros(3, dtype=torch.bool),
-        d.FAMILY: torch.tensor(
-            [FAMILIES.index("pointing"), FAMILIES.index("relation"), d.ACTION_FAMILY]
-        ),
-        d.CENTRE: seen + torch.tensor([[0.05, 0.0], [0.0, 0.07], [0.0, 0.0]]),
-        d.TARGETED: torch.tensor([True, True, True]),
+        IMAGE: image, STATE: state, TOKENS: tokens, HAS_STATE: torch.zeros(3, dtype=torch.bool),
+        FAMILY: torch.tensor([FAMILIES.index("pointing"), FAMILIES.index("relation"), ACTION_FAMILY]),
+        CENTRE: seen + torch.tensor([[0.05, 0.0], [0.0, 0.07], [0.0, 0.0]]),
+        TARGETED: torch.tensor([True, True, True]),
     }  # fmt: skip
     # within 0.06 / 0.07 away / a demonstration step (not a corpus example)
     assert score_grounding(policy, batch) == (["pointing", "relation"], [True, False])
-    batch[d.TARGETED] = torch.tensor([False, True, True])  # e.g. a count question: no shape
+    batch[TARGETED] = torch.tensor([False, True, True])  # e.g. a count question: no shape
     assert score_grounding(policy, batch) == (["relation"], [False])
     assert score_grounding(policy, batch, radius=0.08) == (["relation"], [True])
-
-
-def test_the_second_keypoint_is_scored_on_the_second_shape_named():
-    policy = small_policy()
-    image, state, tokens = inputs(policy)
-    with torch.no_grad():
-        _, _, out = policy.prefix(image, state, tokens, torch.zeros(3, dtype=torch.bool))
-    xy = (out["keypoints_xy"] + 1) / 2  # [3,K,2] arena units
-    spatial = FAMILIES.index("spatial")
-    batch = {
-        d.IMAGE: image, d.STATE: state, d.TOKENS: tokens,
-        d.HAS_STATE: torch.zeros(3, dtype=torch.bool),
-        d.FAMILY: torch.tensor([spatial, spatial, FAMILIES.index("pointing")]),
-        d.CENTRE: xy[:, 0], d.TARGETED: torch.ones(3, dtype=torch.bool),
-        d.OTHER: xy[:, 1] + torch.tensor([[0.05, 0.0], [0.0, 0.07], [0.0, 0.0]]),
-        d.HAS_OTHER: torch.tensor([True, True, False]),  # a pointing question names one shape
-    }  # fmt: skip
-    assert score_grounding(policy, batch, second=True) == (["spatial", "spatial"], [True, False])
-    assert score_grounding(policy, batch)[1] == [True, True, True]  # keypoint 0 on d.CENTRE

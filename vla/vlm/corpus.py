@@ -2,8 +2,7 @@
 
     data/vlm-<hash of the config>/
         scenes.npz      image uint8 [N,H,W,3], pairs int [N,M] (-1: no shape), centres [N,M,2]
-        examples.npz    scene int [E], family int [E], target, other int [E] (-1: none),
-                        question/answer str [E]
+        examples.npz    scene int [E], family int [E], target int [E], question/answer str [E]
         manifest.json   the config, counts per family, what is held out, seconds to build
 
 A scene is drawn like the env draws one (`vla.envs.scene`), with the effector somewhere, but
@@ -30,7 +29,7 @@ from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS
 from vla.errors import ConfigError
 from vla.vlm.questions import FAMILIES, Holdout, ask
 
-CORPUS_VERSION = 2  # part of the hash: a change to how examples are drawn rebuilds the corpus
+CORPUS_VERSION = 1  # part of the hash: a change to how examples are drawn rebuilds the corpus
 EFFECTOR_RADIUS = 0.025  # the env's
 
 
@@ -122,8 +121,8 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         for family in cfg.families:
             q = ask(rng, family, pairs, centres, cfg.holdout)
             if q is not None:
-                rows.append((n, FAMILIES.index(q.family), q.target, q.other, q.question, q.answer))
-    scene_idx, family, target, other, question, answer = zip(*rows, strict=True)
+                rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
+    scene_idx, family, target, question, answer = zip(*rows, strict=True)
     return dict(
         image=images,
         pairs=all_pairs,
@@ -131,7 +130,6 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         scene=np.array(scene_idx, np.int64),
         family=np.array(family, np.int64),
         target=np.array(target, np.int64),
-        other=np.array(other, np.int64),
         question=np.array(question),
         answer=np.array(answer),
     )
@@ -150,7 +148,7 @@ def ensure_corpus(root, cfg: CorpusConfig) -> dict[str, np.ndarray]:
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # renamed when complete
         tmp.mkdir(parents=True, exist_ok=True)
         np.savez(tmp / "scenes.npz", **{k: data[k] for k in ("image", "pairs", "centres")})
-        examples = ("scene", "family", "target", "other", "question", "answer")
+        examples = ("scene", "family", "target", "question", "answer")
         np.savez(tmp / "examples.npz", **{k: data[k] for k in examples})
         counts = np.bincount(data["family"], minlength=len(FAMILIES))
         manifest = dict(

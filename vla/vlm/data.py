@@ -23,9 +23,7 @@ from vla.vlm.vocab import VLMTokenizer
 IMAGE, STATE, TOKENS, HAS_STATE = "image", "state", "tokens", "has_state"
 SUFFIX, TARGETS, FAMILY, CENTRE = "suffix", "targets", "family", "centre"
 TARGETED = "targeted"  # whether CENTRE is the centre of a shape the example is about
-OTHER, HAS_OTHER = "other", "has_other"  # the second shape a question names, and whether any
-BATCH_KEYS = (IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY)
-BATCH_KEYS += (CENTRE, TARGETED, OTHER, HAS_OTHER)  # where the eyes should look (training only)
+BATCH_KEYS = (IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE, TARGETED)
 ACTION_FAMILY = -1  # FAMILY of a demonstration step
 
 
@@ -48,9 +46,6 @@ class CorpusTensors:
         centres = corpus["centres"][corpus["scene"], np.maximum(corpus["target"], 0)]
         self.centre = torch.from_numpy(centres.astype(np.float32))  # [E,2]
         self.targeted = torch.from_numpy(corpus["target"] >= 0)  # [E]
-        others = corpus["centres"][corpus["scene"], np.maximum(corpus["other"], 0)]
-        self.other = torch.from_numpy(others.astype(np.float32))  # [E,2]
-        self.has_other = torch.from_numpy(corpus["other"] >= 0)  # [E]
         self.tokens = tokenizer.encode(list(corpus["question"]))  # [E,L]
         answers = [
             tokenizer.point_text(c) if a == "point" else str(a)
@@ -76,8 +71,6 @@ class CorpusTensors:
             FAMILY: self.family[idx],
             CENTRE: self.centre[idx],
             TARGETED: self.targeted[idx],
-            OTHER: self.other[idx],
-            HAS_OTHER: self.has_other[idx],
         }
 
 
@@ -113,8 +106,6 @@ class DemoTensors:
             FAMILY: torch.full((B,), ACTION_FAMILY),
             CENTRE: self.target[idx],
             TARGETED: torch.ones(B, dtype=torch.bool),
-            OTHER: torch.zeros(B, 2),
-            HAS_OTHER: torch.zeros(B, dtype=torch.bool),
         }
 
 

@@ -169,20 +169,16 @@ class VLMDataModule(L.LightningDataModule):
     def evaluate(self, policy) -> dict:
         """metrics.json's `answers`: per-family accuracy on every held-out scene, on the
         examples that name one of the env's held-out pairs (what the control corpus never
-        names), how often keypoint 0 is on the shape asked about (`keypoint_on_shape`) and
-        keypoint 1 on the second shape a spatial question names (`second_keypoint_on_shape`);
+        names), and how often keypoint 0 is on the shape asked about (`keypoint_on_shape`);
         `corpus`: what the training corpus held."""
         from vla.vlm.module import score_answers, score_grounding
 
         families, hits, eyes_families, eyes_hits = [], [], [], []
-        second_families, second_hits = [], []
         for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
             f, h = score_answers(policy, batch)
             families, hits = families + f, hits + h
             f, h = score_grounding(policy, batch)
             eyes_families, eyes_hits = eyes_families + f, eyes_hits + h
-            f, h = score_grounding(policy, batch, second=True)
-            second_families, second_hits = second_families + f, second_hits + h
         names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
         questions = policy.tokenizer.decode(self.eval_c.tokens)
         held = [
@@ -191,19 +187,15 @@ class VLMDataModule(L.LightningDataModule):
         ]
         pick = lambda xs: [x for x, k in zip(xs, held, strict=True) if k]  # noqa: E731
         on_shape = per_family(eyes_families, eyes_hits) if eyes_families else {}
-        second = per_family(second_families, second_hits) if second_families else {}
         answers = dict(
             all=per_family(families, hits),
             held_out_pairs=per_family(pick(families), pick(hits)),
             keypoint_on_shape=on_shape,
-            second_keypoint_on_shape=second,
         )
         for f, v in answers["all"].items():
             line = f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}"
             if f in on_shape and f != "mean":
                 line += f"; keypoint 0 on the shape {on_shape[f]['accuracy']:.1%}"
-            if f in second and f != "mean":
-                line += f", keypoint 1 on the second {second[f]['accuracy']:.1%}"
             log.info(line)
         corpus = self.raw["corpus"]["manifest"] | {"path": str(self.dir)}
         return dict(

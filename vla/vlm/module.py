@@ -25,10 +25,8 @@ from vla.vlm.data import (
     ACTION_FAMILY,
     CENTRE,
     FAMILY,
-    HAS_OTHER,
     HAS_STATE,
     IMAGE,
-    OTHER,
     STATE,
     TARGETED,
     TARGETS,
@@ -67,14 +65,12 @@ def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str
 
 @torch.no_grad()
 def score_grounding(
-    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, second: bool = False
+    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS
 ) -> tuple[list[str], list[bool]]:
     """Whether keypoint 0 lies within `radius` of the shape each corpus example is about (the
     examples that have one): (family names, hits). Beside the answers it tells eyes that do
-    not find the shape from a read-out that does not put what they found into words.
-    second: keypoint 1 and the second shape a question names instead."""
-    centre, has = (OTHER, HAS_OTHER) if second else (CENTRE, TARGETED)
-    keep = (batch[FAMILY] != ACTION_FAMILY) & batch[has]
+    not find the shape from a read-out that does not put what they found into words."""
+    keep = (batch[FAMILY] != ACTION_FAMILY) & batch[TARGETED]
     if not keep.any():
         return [], []
     with policy.inference():
@@ -83,8 +79,8 @@ def score_grounding(
         )
     if "keypoints_xy" not in outputs:
         return [], []
-    xy = (outputs["keypoints_xy"][:, int(second)] + 1) / 2  # [n,2] image [-1,1] -> arena [0,1]
-    hits = (xy - batch[centre][keep]).norm(dim=-1) <= radius  # [n]
+    xy = (outputs["keypoints_xy"][:, 0] + 1) / 2  # [n,2] image [-1,1] -> arena [0,1]
+    hits = (xy - batch[CENTRE][keep]).norm(dim=-1) <= radius  # [n]
     return [FAMILIES[f] for f in batch[FAMILY][keep].tolist()], hits.tolist()
 
 
@@ -123,25 +119,22 @@ class VLMModule(L.LightningModule):
     checkpoint stores to rebuild the policy and its env (None: no env, stage 1);
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
     instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
-    the default policy; second_keypoint_weight: the same for keypoint 1 and the second shape a
-    spatial question names ("is the red circle above THE BLUE SQUARE")."""
+    the default policy."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
         self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
         policy_config: dict | None = None, env_config: dict | None = None,
-        keypoint_weight: float = 0.0, second_keypoint_weight: float = 0.0,
+        keypoint_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
-        for name, w in (("keypoint_weight", keypoint_weight),
-                        ("second_keypoint_weight", second_keypoint_weight)):  # fmt: skip
-            if w < 0:
-                raise ConfigError(f"bc.{name}={w} must be >= 0")
+        if keypoint_weight < 0:
+            raise ConfigError(f"bc.keypoint_weight={keypoint_weight} must be >= 0")
         self.policy = policy
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
-        self.keypoint_weight, self.second_keypoint_weight = keypoint_weight, second_keypoint_weight
+        self.keypoint_weight = keypoint_weight
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
@@ -172,18 +165,13 @@ class VLMModule(L.LightningModule):
         for name, sel in (("loss_answers", real & ~is_action), ("loss_actions", is_action)):
             if sel.any():
                 logs[name] = ce[sel].mean().detach()
-        pulls = (
-            (0, self.keypoint_weight, CENTRE, TARGETED, "keypoint_mse"),
-            (1, self.second_keypoint_weight, OTHER, HAS_OTHER, "second_keypoint_mse"),
-        )
-        for k, weight, centre, has, name in pulls:
-            if weight > 0 and "keypoints_xy" in outputs:
-                xy = outputs["keypoints_xy"][:, k]  # [B,2] in [-1,1]
-                on = batch[has].float()  # [B]
-                err = (xy - (2 * batch[centre] - 1)).square().sum(-1)  # [B]
-                mse = (err * on).sum() / on.sum().clamp(min=1)
-                loss = loss + weight * mse
-                logs[name] = mse.detach()
+        if self.keypoint_weight > 0 and "keypoints_xy" in outputs:
+            xy = outputs["keypoints_xy"][:, 0]  # [B,2] in [-1,1]
+            has = batch[TARGETED].float()  # [B]
+            err = (xy - (2 * batch[CENTRE] - 1)).square().sum(-1)  # [B]
+            mse = (err * has).sum() / has.sum().clamp(min=1)
+            loss = loss + self.keypoint_weight * mse
+            logs["keypoint_mse"] = mse.detach()
         return loss, logs
 
     def _logged_step(self, batch, split: str):

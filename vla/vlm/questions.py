@@ -69,7 +69,6 @@ class Question:
     question: str
     answer: str  # words, or "point" for pointing (the tokenizer writes the loc tokens)
     target: int = -1  # the object asked about (-1: none)
-    other: int = -1  # the second object a spatial question names (-1: none)
 
 
 def _name(pair: int) -> str:
@@ -141,7 +140,7 @@ def spatial(rng, pairs, centres, hold: Holdout) -> Question | None:
         return None
     i, j, rel = options[int(rng.integers(len(options)))]
     text = f"is the {_name(pairs[i])} {rel} the {_name(pairs[j])}"
-    return Question("spatial", text, "yes" if want else "no", i, j)
+    return Question("spatial", text, "yes" if want else "no", i)
 
 
 def count(rng, pairs, centres, hold: Holdout) -> Question | None:
