@@ -41,9 +41,9 @@ def fast_overrides(tmp_path):
     return fast_overrides_in(tmp_path)
 
 
-def _untrained_checkpoint(tmp, overrides=()):
+def _untrained_checkpoint(tmp, overrides=(), model="model=tiny"):
     """`<tmp>/run/checkpoints/last.ckpt` of an untrained tiny policy (32 px images), written
-    by the code training writes checkpoints with (BCModule's payload, the atomic writer) and
+    by the code training writes checkpoints with (the recipe's payload, the atomic writer) and
     normalised by the statistics of real expert frames: what a test that only reads a
     checkpoint needs, in a second instead of a training run (tests/training trains)."""
     import torch
@@ -52,20 +52,17 @@ def _untrained_checkpoint(tmp, overrides=()):
     from vla.checkpoint import AtomicCheckpointIO
     from vla.config import instantiate
     from vla.envs.config import env_kwargs_of
-    from vla.training.module import BCModule, policy_config
+    from vla.training.module import build_module
 
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("train", ["model=tiny", "env.image_size=32", *overrides])
+        cfg = compose("train", [model, "env.image_size=32", *overrides])
     torch.manual_seed(0)
     policy = instantiate(cfg.model)
     _, states, _, actions, _ = env_frames(n=64)
     policy.set_normalization(states.mean(0), states.std(0), actions.min(0), actions.max(0))
-    module = BCModule(
-        policy,
-        optimizer=torch.optim.AdamW,
-        policy_config=policy_config(cfg),
-        env_config=env_kwargs_of(cfg.env),
-    )
+    if hasattr(policy, "action_bins"):  # a VLM: its action tokens' bins, from the same actions
+        policy.action_bins.fit(torch.as_tensor(actions))
+    module = build_module(cfg, policy, env_kwargs_of(cfg.env))
     checkpoint = {"state_dict": module.state_dict(), "global_step": 0}
     module.on_save_checkpoint(checkpoint)
     path = tmp / "run" / "checkpoints" / "last.ckpt"
@@ -90,3 +87,10 @@ def chunked_ckpt(tmp_path_factory):
         "env.max_episode_steps=10",
     ]
     return _untrained_checkpoint(tmp_path_factory.mktemp("chunked"), overrides)
+
+
+@pytest.fixture(scope="session")
+def vlm_ckpt(tmp_path_factory):
+    """The same for a small untrained VLM acting through its action tokens (experiment=rt2)."""
+    small = ["model.d_model=32", "model.depth=2", "model.vision.channels=4"]
+    return _untrained_checkpoint(tmp_path_factory.mktemp("vlm"), small, model="experiment=rt2")

@@ -20,3 +20,10 @@ def chunked(chunked_ckpt):
     """(policy, env kwargs) of the flow head predicting 4 actions, executing 2 per query."""
     policy, env_kwargs = load_policy(chunked_ckpt)
     return policy, {**env_kwargs, **EASY}
+
+
+@pytest.fixture(scope="module")
+def vlm(vlm_ckpt):
+    """(policy, env kwargs) of an untrained small VLM (actions as its tokens), EASY env."""
+    policy, env_kwargs = load_policy(vlm_ckpt)
+    return policy, {**env_kwargs, **EASY}

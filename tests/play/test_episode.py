@@ -110,3 +110,21 @@ def test_an_ablated_input_is_what_the_policy_gets(tiny, monkeypatch, ablate):
     assert bool((image == image[0, 0, 0]).all()) == (ablate == "image")  # a blank arena
     mean = policy.normalizer.state_mean.expand_as(state)
     assert bool(torch.equal(state, mean)) == (ablate == "state")
+
+
+def test_a_vlm_plays_as_its_rollout_and_shows_its_bos_query_and_keypoints(vlm):
+    policy, env_kwargs = vlm
+    played = [list(play(policy, env_kwargs, scene(env_kwargs, seed))) for seed in SEEDS[:4]]
+    rolled = [direct(policy, env_kwargs, scene(env_kwargs, seed)) for seed in SEEDS[:4]]
+    assert [(steps[-1].success, steps[-1].t) for steps in played] == rolled
+    query = played[0][0].query
+    K = policy.vision.num_tokens - 2  # the eyes: K keypoints and 2 pooled tokens
+    assert query.keypoints.shape == (K, 2)
+    assert ((query.keypoints >= 0) & (query.keypoints <= 1)).all()  # arena units
+    layout, words = query.layout, query.words
+    assert layout["text"].stop - layout["text"].start == len(words)  # a batch of one: no PAD
+    assert len(query.attention) == len(policy.blocks)
+    for _, w in query.attention:  # [H,T_keys]: the <bos> row over the eyes, words, state, itself
+        assert w.shape[1] == layout["bos"].stop
+        np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+        assert (w[:, layout["state"]] > 0).all()

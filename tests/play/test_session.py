@@ -9,6 +9,7 @@ from vla.play import session
 from vla.play.episode import Scene, play
 from vla.play.pictures import GAP, PATH_COLOUR, chunk_markdown, chunk_path
 from vla.play.session import Playground
+from vla.vlm.figure import KEYPOINT_0
 
 
 def first_scene(env_kwargs, seed=SEEDS[0], family="name"):
@@ -89,3 +90,15 @@ def test_a_scene_the_env_cannot_draw_is_refused(tiny):
         playground.preview(Scene(SEEDS[0], 1, False, "relation"))
     frame, text = playground.preview(first_scene(env_kwargs))
     assert frame.shape[-1] == 3 and text
+
+
+def test_a_vlm_step_shows_its_keypoints_and_a_panel_per_layer(vlm):
+    policy, env_kwargs = vlm
+    views = list(Playground(policy, env_kwargs, fps=0).run(first_scene(env_kwargs), ""))
+    size = env_kwargs["render_size"]
+    assert all(v.picture.shape == (size, 2 * size + GAP, 3) for v in views)
+    last = views[-1]  # the episode's end: no chunk path left on either panel
+    frame, beside = last.picture[:, :size], last.picture[:, size + GAP :]
+    assert np.array_equal(frame, last.step.frame)
+    assert (beside == KEYPOINT_0).all(-1).sum() > (frame == KEYPOINT_0).all(-1).sum()  # drawn
+    assert views[0].figure.shape[1] == size * len(policy.blocks)  # one panel per layer

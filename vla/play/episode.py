@@ -1,13 +1,13 @@
 """One episode of the playground, step by step: a scene chosen by hand, an instruction typed
 by hand, the policy run by `PolicyRunner` exactly as evaluation runs it, and at every step
 what a person watching wants to see (the frame, the chunk in effect, the readout's attention
-of the query that predicted it).
+of the query that predicted it; a VLM's <bos> attention and keypoints).
 
     Scene(seed, num_targets, shared_colours, family) + instruction
       ─ ReachEnv.reset(seed, options={"instruction": typed}) ─> obs
       ─ PolicyRunner(policy behind a Recorder, transform=ablate_inputs) ─> action
           └─ each query: the inputs the policy saw (ablated) and its chunk [K,A]
-      ─ readout_attention(policy, inputs) ─> per layer [H,T_keys]
+      ─ query_attention(policy, inputs) ─> per layer [H,T_keys] (+ a VLM's keypoints [K,2])
       ─> Step(t, frame, chunk, attention, success) per step, as it happens
 
 No gradio here: the page (`vla.play.page`) only draws these steps, and the tests compare them
@@ -30,6 +30,7 @@ from vla.eval.attention import readout_attention
 from vla.eval.rollout import ablate_inputs, check_ablations
 from vla.eval.runner import PolicyRunner
 from vla.models.policy import VLAPolicy
+from vla.vlm.figure import bos_attention
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Query:
     attention: list[tuple[str, np.ndarray]]  # the readout's weights: (layer, [H,T_keys])
     layout: dict[str, slice]  # where patches and words sit among the keys
     words: list[str]  # the instruction as the tokenizer read it (unknown: "<unk>")
+    keypoints: np.ndarray | None = None  # a VLM's eyes: [K,2] arena units (no patch grid)
 
 
 @dataclass
@@ -119,6 +121,15 @@ class Recorder:
         return self.chunk
 
 
+def query_attention(policy, image, state, tokens):
+    """A query's attention per layer [(name, [B,H,T_keys])], the layout of its keys, and a
+    VLM's keypoints [B,K,2] (None for a readout: its picture is the patch grid). A VLM's
+    query is the <bos> that starts the action tokens (`vla.vlm.figure`)."""
+    if hasattr(policy, "bos_attention"):
+        return bos_attention(policy, image, state, tokens)
+    return (*readout_attention(policy, image, state, tokens), None)
+
+
 def play(
     policy: VLAPolicy,
     trained_env: dict,
@@ -153,7 +164,7 @@ def play(
         ask = runner.needs_query()[0]
         action = runner.act(obs)  # [A]; queries the policy when the chunk ran out
         if ask:  # the attention of that query, on the inputs the policy saw
-            rows, layout = readout_attention(policy, *recorder.inputs)
+            rows, layout, xy = query_attention(policy, *recorder.inputs)
             query = Query(
                 step=t,
                 frame=frame,
@@ -161,6 +172,7 @@ def play(
                 attention=[(name, w[0].float().cpu().numpy()) for name, w in rows],
                 layout=layout,
                 words=policy.tokenizer.decode(recorder.inputs[2])[0].split(),
+                keypoints=None if xy is None else xy[0].float().cpu().numpy(),
             )
         yield Step(t, frame, position, query, text, limit, info)
         obs, _, terminated, truncated, info = env.step(action)

@@ -12,6 +12,7 @@ from PIL import Image, ImageDraw
 
 from vla.eval.attention import attention_figure, heatmap_on_frame
 from vla.play.episode import Query, Step
+from vla.vlm.figure import keypoint_figure, keypoints_on_frame
 
 PATH_COLOUR = (80, 200, 255)  # the chunk's path: cyan, apart from the heat's red to yellow
 GAP = 8  # white pixels between the frame and its heat
@@ -42,16 +43,21 @@ def grid_of(query: Query) -> int:
 
 def step_picture(step: Step, max_step: float) -> np.ndarray:
     """uint8 [S, 2S+GAP, 3]: the step's frame as rendered, and beside it the same frame under
-    the heat of the readout's attention on the image patches (last layer, mean over heads);
-    on both, the path the rest of the chunk would take from the effector.
+    the heat of the readout's attention on the image patches (last layer, mean over heads;
+    a VLM's keypoints, sized by their share); on both, the path the rest of the chunk would
+    take from the effector.
 
     The heat runs from the least attended patch (none) to the most (brightest): an untrained
     or undecided readout spreads its weight almost evenly, which from 0 would light up every
     patch alike. It is drawn beside the frame, not on it, since it turns red to yellow."""
     _, weights = step.query.attention[-1]  # [H,T_keys]
-    patches = weights[:, step.query.layout["image"]].mean(0)  # [Np]
-    patches = rearrange(patches - patches.min(), "(gh gw) -> gh gw", gh=grid_of(step.query))
-    heated = heatmap_on_frame(step.frame, patches, float(patches.max()))
+    if step.query.keypoints is not None:  # a VLM: where its keypoints are, sized by share
+        share = weights[:, step.query.layout["keypoints"]].mean(0)  # [K]
+        heated = np.asarray(keypoints_on_frame(step.frame, step.query.keypoints, share))
+    else:
+        patches = weights[:, step.query.layout["image"]].mean(0)  # [Np]
+        patches = rearrange(patches - patches.min(), "(gh gw) -> gh gw", gh=grid_of(step.query))
+        heated = heatmap_on_frame(step.frame, patches, float(patches.max()))
     size = step.frame.shape[0]
     points = chunk_path(step.position, remaining(step), max_step) * size
     panels = []
@@ -73,6 +79,9 @@ def query_figure(step: Step) -> np.ndarray:
     q = step.query
     note = f"query of step {q.step}" + (" (its chunk runs now)" if step.t > q.step else "")
     note = f"query of step {q.step}, the last one" if step.done else note
+    if q.keypoints is not None:  # a VLM (`vla.vlm.figure`)
+        title = f'"{step.instruction}"  {note}'
+        return keypoint_figure(q.frame, q.keypoints, q.attention, q.layout, q.words, title)
     return attention_figure(
         q.frame, q.attention, q.layout, q.words, grid_of(q), step.instruction, note
     )
