@@ -99,3 +99,20 @@ def test_an_instruction_of_pad_alone_reads_nothing():
     text = torch.randn(1, 3, 8)
     u = eyes.directions(text, torch.ones(1, 3, dtype=torch.bool))  # [1,2,C]
     assert torch.allclose(u, eyes.to_direction.bias.expand_as(u)) and not u.isnan().any()
+
+
+def test_features_are_the_convolutions_of_pixels_and_coordinates_laid_out_plane_by_plane():
+    torch.manual_seed(0)
+    eyes = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=3)
+    torch.nn.init.normal_(eyes.to_gamma_beta.weight)  # a FiLM that does something
+    image = torch.randint(0, 256, (2, 16, 16, 3), dtype=torch.uint8)
+    words = torch.randn(2, 8)
+    # the reference: [B,5,H,W] contiguous plane by plane, coordinates as 2 * p - 1 of centres
+    pixels = image.permute(0, 3, 1, 2).float() / 127.5 - 1  # [B,3,H,W]
+    lin = (torch.arange(16) + 0.5) / 16 * 2 - 1
+    ys, xs = torch.meshgrid(lin, lin, indexing="ij")
+    x = torch.cat([pixels, torch.stack([xs, ys])[None].expand(2, -1, -1, -1)], 1).contiguous()
+    h = eyes.conv2(torch.nn.functional.gelu(eyes.conv1(x)))
+    gamma, beta = eyes.to_gamma_beta(words).chunk(2, dim=-1)  # [B,C] each
+    expected = torch.nn.functional.gelu(h * (1 + gamma[..., None, None]) + beta[..., None, None])
+    torch.testing.assert_close(eyes.features(image, words), expected, atol=1e-5, rtol=1e-5)

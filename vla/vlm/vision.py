@@ -65,7 +65,7 @@ class FiLMConvVision(nn.Module):
         self.log_temperature = nn.Parameter(torch.zeros(K, 1))  # [K,1]
         xy = pixel_coordinates(image_size)  # [H,W,2] in [-1,1]
         self.register_buffer("grid_xy", rearrange(xy, "h w two -> (h w) two"), persistent=False)
-        self.register_buffer("coords", rearrange(xy, "h w two -> 1 two h w"), persistent=False)
+        self.register_buffer("coords", xy[None], persistent=False)  # [1,H,W,2]
         self.where = nn.Linear(2, d_model)  # [B,K,2] -> [B,K,D]
         self.what = nn.Linear(C, d_model)  # [B,K,C] -> [B,K,D]
         self.ids = nn.Parameter(torch.randn(K, d_model) * 0.02)  # [K,D]
@@ -82,8 +82,10 @@ class FiLMConvVision(nn.Module):
         """image uint8 [B,H,W,3], pooled words [B,D] -> F [B,C,H,W]."""
         check_image(image, self.image_size)
         B = image.shape[0]
-        x = rearrange(normalize_pixels(image), "b h w c -> b c h w")  # [B,3,H,W]
-        x = torch.cat([x, self.coords.expand(B, -1, -1, -1)], dim=1)  # [B,5,H,W]
+        x = torch.cat([normalize_pixels(image), self.coords.expand(B, -1, -1, -1)], -1)
+        # [B,H,W,5] viewed as [B,5,H,W]: channels-last memory, on which CPU convolutions
+        # (oneDNN) run faster than on [B,5,H,W] laid out plane by plane
+        x = rearrange(x, "b h w c -> b c h w")
         h = self.conv2(nn.functional.gelu(self.conv1(x)))  # [B,C,H,W]
         gamma, beta = rearrange(self.to_gamma_beta(words), "b (two c) -> two b c 1 1", two=2)
         return nn.functional.gelu(h * (1 + gamma) + beta)  # [B,C,H,W]
