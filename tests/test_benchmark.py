@@ -7,6 +7,7 @@ from vla.benchmark import benchmark
 from vla.benchmark.report import GOALS, UNGOALED, format_results, goals_met
 from vla.benchmark.run import build, medians, scratch_data
 from vla.benchmark.training import lightning_loop, make_module, torch_loop
+from vla.training.optimizer import param_groups
 
 KEYS = {
     "lightning_vs_torch",
@@ -100,7 +101,7 @@ def test_both_training_loops_time_the_same_steps_with_the_same_optimizer(compose
     steps = len(dm.train_dataloader()) + 3
     assert torch_loop(cfg, policy, dm, steps, 2)["timed_steps"] == steps
     assert lightning_loop(cfg, policy, dm, steps, 2)["timed_steps"] == steps
-    groups = make_module(cfg, policy).param_groups()
+    groups = param_groups(make_module(cfg, policy))
     assert all(p.ndim >= 2 for p in groups[0]["params"]) and "weight_decay" not in groups[0]
     assert all(p.ndim < 2 for p in groups[1]["params"]) and groups[1]["weight_decay"] == 0.0
     assert sum(len(g["params"]) for g in groups) == len(list(policy.parameters()))

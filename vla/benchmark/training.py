@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 
 from vla.training.module import BCModule, build_module
+from vla.training.optimizer import build_optimizer, param_groups
 
 
 def make_module(cfg: DictConfig, policy) -> BCModule:
@@ -24,7 +25,8 @@ def torch_loop(cfg: DictConfig, policy, dm, steps: int, warmup: int) -> dict:
     steps after `warmup`.
     """
     module = make_module(cfg, policy)
-    optimizer = module.optimizer_factory(module.param_groups())  # weight decay as Lightning's
+    groups = param_groups(module)  # the optimizer as Lightning's: weight decay, fused kernel
+    optimizer = build_optimizer(module.optimizer_factory, groups, cfg.trainer.precision)
     scheduler = module.scheduler_factory(optimizer, total_steps=steps + warmup)
     policy.train()
     dm.trainer = None  # batches for one process, not for the last Lightning run's ranks

@@ -19,6 +19,7 @@ from vla.keys import ACTION, IMAGE, STATE, TARGET, TOKENS
 from vla.models.heads.base import action_chunk, flatten_readouts, mean_over_real_steps
 from vla.models.policy import Encoding, VLAPolicy
 from vla.training.objects import ObjectLosses
+from vla.training.optimizer import configure_optimizers
 
 
 def image_mse(guess: Tensor, batch: dict[str, Tensor]) -> Tensor:
@@ -212,27 +213,8 @@ class BCModule(L.LightningModule):
         error = (self.policy.predict_chunk(features) - chunk).square()  # [B,K,A]
         return mean_over_real_steps(error, is_pad)
 
-    def param_groups(self) -> list[dict]:
-        """Weight decay on matrices only: none on biases, norms and other vectors (ndim < 2).
-        The names label the groups' learning rates in TensorBoard (lr-AdamW/decay, .../no_decay)."""
-        decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
-        no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
-        return [
-            {"params": decay, "name": "decay"},
-            {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
-        ]
-
     def configure_optimizers(self):
-        optimizer = self.optimizer_factory(self.param_groups())
-        if self.scheduler_factory is None:
-            return optimizer
-        scheduler = self.scheduler_factory(
-            optimizer, total_steps=self.trainer.estimated_stepping_batches
-        )
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        return configure_optimizers(self)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["vla"] = vla_payload(self.policy_config, self.env_config)

@@ -21,6 +21,7 @@ from torch import Tensor
 from vla.checkpoint import load_state, read_checkpoint, vla_payload
 from vla.errors import ConfigError
 from vla.models.language import PAD_ID
+from vla.training.optimizer import configure_optimizers
 from vla.vlm.data import (
     ACTION_FAMILY,
     CENTRE,
@@ -207,21 +208,7 @@ class VLMModule(L.LightningModule):
             self.log("step", float(self.global_step))
 
     def configure_optimizers(self):
-        decay = [p for p in self.parameters() if p.requires_grad and p.ndim >= 2]
-        no_decay = [p for p in self.parameters() if p.requires_grad and p.ndim < 2]
-        groups = [
-            {"params": decay, "name": "decay"},
-            {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"},
-        ]
-        optimizer = self.optimizer_factory(groups)
-        if self.scheduler_factory is None:
-            return optimizer
-        total = self.trainer.estimated_stepping_batches
-        scheduler = self.scheduler_factory(optimizer, total_steps=total)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
-        }
+        return configure_optimizers(self)
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["vla"] = vla_payload(self.policy_config, self.env_config)
