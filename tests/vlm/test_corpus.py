@@ -59,6 +59,31 @@ def test_answers_are_true_of_their_scenes(corpora):
         assert " ".join(PAIRS[pairs[resolve(ref, pairs, centres)]]) == full["answer"][i]
 
 
+def test_chain_points_at_the_first_shape_not_yet_reached_which_is_drawn_dimmed(corpora):
+    full, _ = corpora
+    rows = np.flatnonzero(full["family"] == FAMILIES.index("chain"))
+    firsts = 0
+    for i in rows:
+        s = full["scene"][i]
+        names = [" ".join(PAIRS[p]) if p >= 0 else "" for p in full["pairs"][s]]
+        first, then = str(full["question"][i]).removeprefix("where is the ").split(" then the ")
+        reached = full["reached"][s]
+        expected = then if reached >= 0 else first
+        assert reached < 0 or names[reached] == first, (full["question"][i], names, reached)
+        assert names[full["target"][i]] == expected
+        firsts += reached < 0
+    assert 0.4 < firsts / len(rows) < 0.6  # half the chains have gone past their first shape
+    # a reached shape is drawn dimmed: its centre pixel is darker than in the same scene redrawn
+    from vla.envs import render
+
+    s = int(np.flatnonzero(full["reached"] >= 0)[0])
+    m = int((full["pairs"][s] >= 0).sum())
+    pairs, centres, r = list(full["pairs"][s][:m]), full["centres"][s][:m], full["reached"][s]
+    bright = render.draw_scene(48, pairs, centres, 0.045)
+    x, y = np.clip((centres[r] * 48).astype(int), 0, 47)
+    assert full["image"][s][y, x].sum() < bright[y, x].sum()
+
+
 def test_control_read_back_from_disk_never_touches_what_the_demonstrations_hold_out(corpora):
     _, control = corpora
     assert control["manifest"]["held_out"]["pairs"] == list(HELD_OUT_PAIRS)

@@ -1,13 +1,15 @@
 """The vision-language corpus: the task's scenes, each with questions of every family.
 
     data/vlm-<hash of the config>/
-        scenes.npz      image uint8 [N,H,W,3], pairs int [N,M] (-1: no shape), centres [N,M,2]
+        scenes.npz      image uint8 [N,H,W,3], pairs int [N,M] (-1: no shape), centres [N,M,2],
+                        reached int [N] (the shape drawn dimmed, as reached; -1: none)
         examples.npz    scene int [E], family int [E], target int [E], question/answer str [E]
         manifest.json   the config, counts per family, what is held out, seconds to build
 
 A scene is drawn like the env draws one (`vla.envs.scene`), with the effector somewhere, but
 from a wider layout than the demonstrations: 2-4 shapes, colours shared in some scenes, every
-size in `target_sizes`, backgrounds and pixel noise in some. That is the "web data": it names
+size in `target_sizes`, backgrounds and pixel noise in some, one shape drawn as reached (dimmed,
+as the env draws the shapes of a chain already reached) in some. That is the "web data": it names
 every pair, in scenes the robot never saw. The control corpus (`conf/data/vlm_control.yaml`)
 draws scenes as the training env does and holds out what the demonstrations hold out.
 """
@@ -29,7 +31,7 @@ from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS
 from vla.errors import ConfigError
 from vla.vlm.questions import FAMILIES, Holdout, ask
 
-CORPUS_VERSION = 1  # part of the hash: a change to how examples are drawn rebuilds the corpus
+CORPUS_VERSION = 2  # part of the hash: a change to how examples are drawn rebuilds the corpus
 EFFECTOR_RADIUS = 0.025  # the env's
 
 
@@ -44,6 +46,8 @@ class CorpusConfig:
         shared_colours: probability that a scene may repeat colours.
         target_sizes: (low, high) of the uniform shape width, arena units.
         background_p, noise_p: probability of a random grey floor, of pixel noise (std <= 20).
+        reached_p: probability that one shape is drawn dimmed, as reached (what the chain
+            family's "the X then the Y" turns on).
         held_out_pairs, held_out_relations: what no question may touch (the control: the
             demonstrations' held-out sets).
     """
@@ -55,6 +59,7 @@ class CorpusConfig:
     target_sizes: tuple[float, float] = (0.09, 0.19)
     background_p: float = 0.25
     noise_p: float = 0.25
+    reached_p: float = 0.5
     held_out_pairs: tuple[int, ...] = ()
     held_out_relations: tuple[str, ...] = ()
     image_size: int = 48
@@ -88,7 +93,8 @@ def control_config(**changes) -> CorpusConfig:
 
 
 def draw_scene(rng: np.random.Generator, cfg: CorpusConfig):
-    """One scene: pairs [M], centres [M,2], image uint8 [S,S,3]."""
+    """One scene: pairs [M], centres [M,2], the reached shape (frozenset of 0 or 1 index),
+    image uint8 [S,S,3]."""
     m = int(cfg.num_targets[int(rng.integers(len(cfg.num_targets)))])
     shared = bool(rng.random() < cfg.shared_colours)
     size = float(rng.uniform(*cfg.target_sizes))
@@ -99,11 +105,12 @@ def draw_scene(rng: np.random.Generator, cfg: CorpusConfig):
     if rng.random() < cfg.background_p:
         grey = int(rng.integers(8, 80))
         floor = (grey, grey, min(grey + 12, 255))
-    image = render.draw_scene(cfg.image_size, pairs, centres, size / 2, background=floor)
+    reached = frozenset({int(rng.integers(m))}) if rng.random() < cfg.reached_p else frozenset()
+    image = render.draw_scene(cfg.image_size, pairs, centres, size / 2, reached, floor)
     render.draw_disc(image, effector, EFFECTOR_RADIUS)
     if rng.random() < cfg.noise_p:
         image = render.add_noise(image, float(rng.uniform(0, 20)), rng)
-    return pairs, centres, image
+    return pairs, centres, reached, image
 
 
 def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
@@ -114,12 +121,14 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
     images = np.empty((cfg.num_scenes, S, S, 3), np.uint8)
     all_pairs = np.full((cfg.num_scenes, M), -1, np.int64)
     all_centres = np.zeros((cfg.num_scenes, M, 2), np.float32)
+    all_reached = np.full(cfg.num_scenes, -1, np.int64)
     rows = []
     for n in range(cfg.num_scenes):
-        pairs, centres, images[n] = draw_scene(rng, cfg)
+        pairs, centres, reached, images[n] = draw_scene(rng, cfg)
         all_pairs[n, : len(pairs)], all_centres[n, : len(pairs)] = pairs, centres
+        all_reached[n] = next(iter(reached), -1)
         for family in cfg.families:
-            q = ask(rng, family, pairs, centres, cfg.holdout)
+            q = ask(rng, family, pairs, centres, cfg.holdout, reached)
             if q is not None:
                 rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
     scene_idx, family, target, question, answer = zip(*rows, strict=True)
@@ -127,6 +136,7 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         image=images,
         pairs=all_pairs,
         centres=all_centres,
+        reached=all_reached,
         scene=np.array(scene_idx, np.int64),
         family=np.array(family, np.int64),
         target=np.array(target, np.int64),
@@ -147,7 +157,9 @@ def ensure_corpus(root, cfg: CorpusConfig) -> dict[str, np.ndarray]:
         data = generate(cfg)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # renamed when complete
         tmp.mkdir(parents=True, exist_ok=True)
-        np.savez(tmp / "scenes.npz", **{k: data[k] for k in ("image", "pairs", "centres")})
+        np.savez(
+            tmp / "scenes.npz", **{k: data[k] for k in ("image", "pairs", "centres", "reached")}
+        )
         examples = ("scene", "family", "target", "question", "answer")
         np.savez(tmp / "examples.npz", **{k: data[k] for k in examples})
         counts = np.bincount(data["family"], minlength=len(FAMILIES))

@@ -9,6 +9,8 @@
     spatial   "is the red circle above the blue square"  "yes" / "no" (only when clear by MARGIN)
     count     "how many circles are there"               "two"
     pointing  "where is the red circle"                  "<loc_x> <loc_y>" (any referent)
+    chain     "where is the red circle then the blue square"  "<loc_x> <loc_y>" of the first one
+              not yet reached (a reached shape is drawn dimmed, as the env draws it)
 
 Relation and pointing questions reuse the instructions' own referent phrases
 (`grammar.referent_text`), so the words that name a shape are the words an instruction uses.
@@ -43,7 +45,8 @@ from vla.envs.grammar import (
 from vla.envs.referents import _DIRECTIONS, MARGIN, resolve
 from vla.vlm.vocab import NUMBERS, PLURALS
 
-FAMILIES = ("caption", "attribute", "relation", "spatial", "count", "pointing")
+FAMILIES = ("caption", "attribute", "relation", "spatial", "count", "pointing", "chain")
+POINTING = ("pointing", "chain")  # answered by a point, right within a radius
 SPATIAL = ("left of", "right of", "above", "below")
 RELATION_WORDS = (*RELATIONS, *SUPERLATIVES)
 
@@ -171,6 +174,19 @@ def pointing(rng, pairs, centres, hold: Holdout) -> Question | None:
     return Question("pointing", f"where is the {referent_text(ref)}", "point", target)
 
 
+def chain(rng, pairs, centres, hold: Holdout, reached=frozenset()) -> Question | None:
+    """Where a sequence instruction goes now: "the X then the Y" is X until X is reached (drawn
+    dimmed), then Y. The scene's reached shape, if any, is X: the env's chains go in order."""
+    named = [i for i, p in enumerate(pairs) if resolve(Name(*PAIRS[p]), pairs, centres) == i]
+    order = [(i, j) for i in named for j in named if i != j and (not reached or i in reached)]
+    order = [(i, j) for i, j in order if hold.allows([pairs[i], pairs[j]])]
+    if not order:
+        return None
+    i, j = order[int(rng.integers(len(order)))]
+    text = f"where is the {_name(pairs[i])} then the {_name(pairs[j])}"
+    return Question("chain", text, "point", j if i in reached else i)
+
+
 ASK = dict(
     caption=caption,
     attribute=attribute,
@@ -178,9 +194,14 @@ ASK = dict(
     spatial=spatial,
     count=count,
     pointing=pointing,
+    chain=chain,
 )
 
 
-def ask(rng: np.random.Generator, family: str, pairs, centres, hold: Holdout) -> Question | None:
-    """One question of `family` about the scene, or None when it has none the holdout allows."""
-    return ASK[family](rng, list(pairs), np.asarray(centres), hold)
+def ask(
+    rng: np.random.Generator, family: str, pairs, centres, hold: Holdout, reached=frozenset()
+) -> Question | None:
+    """One question of `family` about the scene (`reached`: the shape drawn dimmed, if any),
+    or None when it has none the holdout allows."""
+    extra = {"reached": frozenset(reached)} if family == "chain" else {}
+    return ASK[family](rng, list(pairs), np.asarray(centres), hold, **extra)

@@ -1,4 +1,4 @@
-"""Scoring answers: exact words for every family but pointing, which is right when the decoded
+"""Scoring answers: exact words for every family but pointing and chain, right when the decoded
 point lies within `radius` of the shape's centre (the env's success radius: a point that
 close is one the effector would count as reached)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from vla.eval.stats import wilson_interval
-from vla.vlm.questions import FAMILIES
+from vla.vlm.questions import FAMILIES, POINTING
 from vla.vlm.vocab import VLMTokenizer
 
 POINT_RADIUS = 0.06  # the env's success_radius
@@ -19,7 +19,7 @@ def correct(
 ) -> bool:  # fmt: skip
     """Whether `predicted` answers the question whose reference answer is `answer` (pointing:
     `centre` (x, y) is the shape's, arena units)."""
-    if family != "pointing":
+    if family not in POINTING:
         return predicted.split() == answer.split()
     point = tokenizer.point_of(predicted)
     return point is not None and float(np.linalg.norm(point - np.asarray(centre))) <= radius
