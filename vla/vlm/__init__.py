@@ -13,6 +13,7 @@
     module.py      the Lightning recipe (bc=vlm): next-token loss on the suffix, the keypoint loss
     ask.py         the same checkpoint answers: `scripts/eval.py ckpt_path=<run> eval.question=...`
     figure.py      where an action starts looking: the <bos> query's attention on the keypoints
+    stages.py      where keypoint 0 looks at each stage of "the X then the Y", measured
 
 Axis legend for shape comments: b batch, t tokens (p prefix, s suffix), d model dim, h heads,
 e head dim, v vocabulary, k chunk steps, a action dims, n layers.
