@@ -141,6 +141,11 @@ class ReachEnv(gym.Env):
         return self._centres
 
     @property
+    def target_order(self) -> tuple[int, ...]:
+        """Indices of the shapes to reach, in order (a sequence's chain; one shape otherwise)."""
+        return tuple(self._targets)
+
+    @property
     def object_pairs(self) -> np.ndarray:
         """Colour+shape of every shape in the scene [M] (indices into `grammar.PAIRS`)."""
         return np.asarray(self._pairs, dtype=np.int64)

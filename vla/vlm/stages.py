@@ -15,12 +15,13 @@ keypoint 0 leaves `now` once the first shape is dimmed has not learned what "the
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections import Counter
 
 import numpy as np
 
 from vla.envs.reach import ReachEnv
+from vla.errors import UserError
 from vla.play.episode import Scene, play
 
 KINDS = ("now", "reached", "later", "other")
@@ -45,7 +46,7 @@ def keypoint_stages(policy, env_config: dict, seeds) -> dict:
         scene = Scene(seed, env_config.get("num_targets", 3), False, "sequence")
         env = ReachEnv(**scene.env_kwargs(env_config))
         env.reset(seed=seed)  # the episode's scene, as `play` draws it
-        centres, targets = env.object_centres, env._targets
+        centres, targets = env.object_centres, env.target_order
         for step in play(policy, env_config, scene):
             if step.done:
                 break
@@ -73,15 +74,25 @@ def report(result: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
     import torch
 
     from vla.checkpoint import load_policy
 
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint", help="a checkpoint file or a pretrained folder")
+    parser.add_argument("episodes", type=int, nargs="?", default=30)
+    parser.add_argument("first_seed", type=int, nargs="?", default=1000010100)
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    path = sys.argv[1]
-    given = sys.argv[2:4]
-    n, first = (int(a) for a in given + ["30", "1000010100"][len(given) :])
-    policy, env_config = load_policy(path)
-    print(path)
-    print(report(keypoint_stages(policy, env_config, range(first, first + n))))
+    try:
+        policy, env_config = load_policy(args.checkpoint)
+    except UserError as error:  # one line, status 2, as the scripts print it (vla.cli)
+        parser.exit(2, f"{error}\n")
+    print(args.checkpoint)
+    seeds = range(args.first_seed, args.first_seed + args.episodes)
+    print(report(keypoint_stages(policy, env_config, seeds)))
+
+
+if __name__ == "__main__":
+    main()
