@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from vla.checkpoint import load_policy
-from vla.errors import ConfigError
+from vla.errors import ConfigError, UserError
 from vla.eval.stats import mcnemar_exact, wilson_interval
 from vla.vlm.corpus import ensure_corpus
 from vla.vlm.data import CorpusTensors, fixed_batches
@@ -77,7 +77,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("run_b", type=Path)
     parser.add_argument("--json", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
-    rows = compare(args.run_a, args.run_b)
+    try:
+        rows = compare(args.run_a, args.run_b)
+    except UserError as error:  # one line, status 2, as the scripts print it (vla.cli)
+        parser.exit(2, f"{error}\n")
     print(f"A: {args.run_a}\nB: {args.run_b}")
     print(
         f"{'family':<10} {'n':>5} {'A':>7} {'B':>7} {'only A':>7} {'only B':>7} {'McNemar p':>10}"
