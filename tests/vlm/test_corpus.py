@@ -9,7 +9,6 @@ from vla.data.dataset import load_demos
 from vla.envs.families import named_pairs
 from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS, PAIRS, parse
 from vla.envs.referents import resolve
-from vla.errors import ConfigError
 from vla.models.language import UNK_ID
 from vla.vlm.corpus import CorpusConfig, control_config, ensure_corpus
 from vla.vlm.questions import FAMILIES
@@ -83,21 +82,6 @@ def test_chain_points_at_the_first_shape_not_yet_reached_which_is_drawn_dimmed(c
     bright = render.draw_scene(48, pairs, centres, 0.045)
     x, y = np.clip((centres[r] * 48).astype(int), 0, 47)
     assert full["image"][s][y, x].sum() < bright[y, x].sum()
-
-
-def test_reached_scenes_are_asked_only_the_chain_and_the_other_families_see_no_dimmed_shape(
-    tmp_path,
-):
-    cfg = CorpusConfig(num_scenes=200, seed=5, reached_p=0.0, reached_scenes=0.5)
-    data = ensure_corpus(tmp_path, cfg)
-    assert cfg.total_scenes == len(data["image"]) == data["manifest"]["num_scenes"] == 300
-    dimmed = data["reached"][data["scene"]] >= 0  # [E]: asked about a scene with a shape reached
-    chain = data["family"] == FAMILIES.index("chain")
-    assert dimmed.sum() == 100 and (chain[dimmed]).all()  # one chain question per such scene
-    assert not dimmed[~chain].any() and (data["reached"][:200] < 0).all()
-    assert (data["reached"][200:] >= 0).all()
-    with pytest.raises(ConfigError, match="reached_scenes"):
-        CorpusConfig(reached_scenes=0.5, families=("caption", "pointing"))
 
 
 def test_control_read_back_from_disk_never_touches_what_the_demonstrations_hold_out(corpora):

@@ -47,10 +47,7 @@ class CorpusConfig:
         target_sizes: (low, high) of the uniform shape width, arena units.
         background_p, noise_p: probability of a random grey floor, of pixel noise (std <= 20).
         reached_p: probability that one shape is drawn dimmed, as reached (what the chain
-            family's "the X then the Y" turns on), in the scenes every family asks about.
-        reached_scenes: more scenes, as a share of `num_scenes`, each with one shape drawn
-            dimmed; only the chain family asks about them, so the other families see no
-            dimmed shape.
+            family's "the X then the Y" turns on).
         held_out_pairs, held_out_relations: what no question may touch (the control: the
             demonstrations' held-out sets).
     """
@@ -63,7 +60,6 @@ class CorpusConfig:
     background_p: float = 0.25
     noise_p: float = 0.25
     reached_p: float = 0.5
-    reached_scenes: float = 0.0
     held_out_pairs: tuple[int, ...] = ()
     held_out_relations: tuple[str, ...] = ()
     image_size: int = 48
@@ -77,16 +73,6 @@ class CorpusConfig:
                 f"corpus families={list(self.families)} (known: {list(FAMILIES)}) and "
                 f"num_scenes={self.num_scenes} (>= 1) are invalid"
             )
-        if self.reached_scenes < 0 or (self.reached_scenes and "chain" not in self.families):
-            raise ConfigError(
-                f"corpus reached_scenes={self.reached_scenes} needs to be >= 0, and 0 without "
-                f"the chain family (families={list(self.families)})"
-            )
-
-    @property
-    def total_scenes(self) -> int:
-        """`num_scenes` and the chain family's scenes with a shape reached."""
-        return self.num_scenes + round(self.num_scenes * self.reached_scenes)
 
     @property
     def holdout(self) -> Holdout:
@@ -106,9 +92,9 @@ def control_config(**changes) -> CorpusConfig:
     return CorpusConfig(**(values | changes))
 
 
-def draw_scene(rng: np.random.Generator, cfg: CorpusConfig, reached_one: bool = False):
+def draw_scene(rng: np.random.Generator, cfg: CorpusConfig):
     """One scene: pairs [M], centres [M,2], the reached shape (frozenset of 0 or 1 index),
-    image uint8 [S,S,3]. `reached_one`: a shape is drawn reached whatever `cfg.reached_p`."""
+    image uint8 [S,S,3]."""
     m = int(cfg.num_targets[int(rng.integers(len(cfg.num_targets)))])
     shared = bool(rng.random() < cfg.shared_colours)
     size = float(rng.uniform(*cfg.target_sizes))
@@ -119,8 +105,7 @@ def draw_scene(rng: np.random.Generator, cfg: CorpusConfig, reached_one: bool = 
     if rng.random() < cfg.background_p:
         grey = int(rng.integers(8, 80))
         floor = (grey, grey, min(grey + 12, 255))
-    dim = rng.random() < cfg.reached_p or reached_one
-    reached = frozenset({int(rng.integers(m))}) if dim else frozenset()
+    reached = frozenset({int(rng.integers(m))}) if rng.random() < cfg.reached_p else frozenset()
     image = render.draw_scene(cfg.image_size, pairs, centres, size / 2, reached, floor)
     render.draw_disc(image, effector, EFFECTOR_RADIUS)
     if rng.random() < cfg.noise_p:
@@ -133,18 +118,16 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(cfg.seed)
     M = max(cfg.num_targets)
     S = cfg.image_size
-    N = cfg.total_scenes
-    images = np.empty((N, S, S, 3), np.uint8)
-    all_pairs = np.full((N, M), -1, np.int64)
-    all_centres = np.zeros((N, M, 2), np.float32)
-    all_reached = np.full(N, -1, np.int64)
+    images = np.empty((cfg.num_scenes, S, S, 3), np.uint8)
+    all_pairs = np.full((cfg.num_scenes, M), -1, np.int64)
+    all_centres = np.zeros((cfg.num_scenes, M, 2), np.float32)
+    all_reached = np.full(cfg.num_scenes, -1, np.int64)
     rows = []
-    for n in range(N):
-        chain_only = n >= cfg.num_scenes  # one of the chain family's scenes
-        pairs, centres, reached, images[n] = draw_scene(rng, cfg, reached_one=chain_only)
+    for n in range(cfg.num_scenes):
+        pairs, centres, reached, images[n] = draw_scene(rng, cfg)
         all_pairs[n, : len(pairs)], all_centres[n, : len(pairs)] = pairs, centres
         all_reached[n] = next(iter(reached), -1)
-        for family in ("chain",) if chain_only else cfg.families:
+        for family in cfg.families:
             q = ask(rng, family, pairs, centres, cfg.holdout, reached)
             if q is not None:
                 rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
@@ -183,7 +166,7 @@ def ensure_corpus(root, cfg: CorpusConfig) -> dict[str, np.ndarray]:
         manifest = dict(
             config=asdict(cfg),
             version=CORPUS_VERSION,
-            num_scenes=cfg.total_scenes,
+            num_scenes=cfg.num_scenes,
             num_examples=int(len(data["scene"])),
             per_family={f: int(c) for f, c in zip(FAMILIES, counts, strict=True)},
             held_out=dict(pairs=list(cfg.held_out_pairs), relations=list(cfg.held_out_relations)),
