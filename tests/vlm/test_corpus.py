@@ -9,6 +9,7 @@ from vla.data.dataset import load_demos
 from vla.envs.families import named_pairs
 from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS, PAIRS, parse
 from vla.envs.referents import resolve
+from vla.errors import ConfigError
 from vla.models.language import UNK_ID
 from vla.vlm.corpus import CorpusConfig, control_config, ensure_corpus
 from vla.vlm.questions import FAMILIES
@@ -82,6 +83,21 @@ def test_chain_points_at_the_first_shape_not_yet_reached_which_is_drawn_dimmed(c
     bright = render.draw_scene(48, pairs, centres, 0.045)
     x, y = np.clip((centres[r] * 48).astype(int), 0, 47)
     assert full["image"][s][y, x].sum() < bright[y, x].sum()
+
+
+def test_reached_scenes_move_chain_questions_to_dimmed_scenes_no_other_family_sees(tmp_path):
+    cfg = CorpusConfig(num_scenes=200, seed=5, reached_p=0.0, reached_scenes=0.25)
+    data = ensure_corpus(tmp_path, cfg)
+    assert len(data["image"]) == data["manifest"]["num_scenes"] == 250
+    dimmed = data["reached"][data["scene"]] >= 0  # [E]: asked about a scene with a shape reached
+    chain = data["family"] == FAMILIES.index("chain")
+    assert chain.sum() == 200 and dimmed.sum() == 50  # the chain still asks num_scenes times
+    assert chain[dimmed].all() and not dimmed[~chain].any()
+    assert (data["reached"][:200] < 0).all() and (data["reached"][200:] >= 0).all()
+    asked = np.unique(data["scene"][chain])  # the chain skips scenes 150-199, asks 200-249
+    assert asked.tolist() == list(range(150)) + list(range(200, 250))
+    with pytest.raises(ConfigError, match="reached_scenes"):
+        CorpusConfig(reached_scenes=0.5, families=("caption", "pointing"))
 
 
 def test_control_read_back_from_disk_never_touches_what_the_demonstrations_hold_out(corpora):

@@ -31,7 +31,7 @@ from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS
 from vla.errors import ConfigError
 from vla.vlm.questions import FAMILIES, Holdout, ask
 
-CORPUS_VERSION = 2  # part of the hash: a change to how examples are drawn rebuilds the corpus
+CORPUS_VERSION = 3  # part of the hash: a change to how examples are drawn rebuilds the corpus
 EFFECTOR_RADIUS = 0.025  # the env's
 
 
@@ -47,7 +47,10 @@ class CorpusConfig:
         target_sizes: (low, high) of the uniform shape width, arena units.
         background_p, noise_p: probability of a random grey floor, of pixel noise (std <= 20).
         reached_p: probability that one shape is drawn dimmed, as reached (what the chain
-            family's "the X then the Y" turns on).
+            family's "the X then the Y" turns on), in the scenes every family asks about.
+        reached_scenes: share of the chain family's questions asked about scenes of their own,
+            each with one shape dimmed, which no other family asks about; the chain family
+            skips as many of the other scenes, so it still asks `num_scenes` questions.
         held_out_pairs, held_out_relations: what no question may touch (the control: the
             demonstrations' held-out sets).
     """
@@ -60,6 +63,7 @@ class CorpusConfig:
     background_p: float = 0.25
     noise_p: float = 0.25
     reached_p: float = 0.5
+    reached_scenes: float = 0.0
     held_out_pairs: tuple[int, ...] = ()
     held_out_relations: tuple[str, ...] = ()
     image_size: int = 48
@@ -73,6 +77,18 @@ class CorpusConfig:
                 f"corpus families={list(self.families)} (known: {list(FAMILIES)}) and "
                 f"num_scenes={self.num_scenes} (>= 1) are invalid"
             )
+        if not 0 <= self.reached_scenes <= 1 or (
+            self.reached_scenes and "chain" not in self.families
+        ):
+            raise ConfigError(
+                f"corpus reached_scenes={self.reached_scenes} needs to be in [0, 1], and 0 "
+                f"without the chain family (families={list(self.families)})"
+            )
+
+    @property
+    def chain_scenes(self) -> int:
+        """Scenes of the chain family's own, after the `num_scenes` every family asks about."""
+        return round(self.num_scenes * self.reached_scenes)
 
     @property
     def holdout(self) -> Holdout:
@@ -92,9 +108,9 @@ def control_config(**changes) -> CorpusConfig:
     return CorpusConfig(**(values | changes))
 
 
-def draw_scene(rng: np.random.Generator, cfg: CorpusConfig):
+def draw_scene(rng: np.random.Generator, cfg: CorpusConfig, reached_one: bool = False):
     """One scene: pairs [M], centres [M,2], the reached shape (frozenset of 0 or 1 index),
-    image uint8 [S,S,3]."""
+    image uint8 [S,S,3]. `reached_one`: a shape is drawn reached whatever `cfg.reached_p`."""
     m = int(cfg.num_targets[int(rng.integers(len(cfg.num_targets)))])
     shared = bool(rng.random() < cfg.shared_colours)
     size = float(rng.uniform(*cfg.target_sizes))
@@ -105,7 +121,8 @@ def draw_scene(rng: np.random.Generator, cfg: CorpusConfig):
     if rng.random() < cfg.background_p:
         grey = int(rng.integers(8, 80))
         floor = (grey, grey, min(grey + 12, 255))
-    reached = frozenset({int(rng.integers(m))}) if rng.random() < cfg.reached_p else frozenset()
+    dim = rng.random() < cfg.reached_p or reached_one
+    reached = frozenset({int(rng.integers(m))}) if dim else frozenset()
     image = render.draw_scene(cfg.image_size, pairs, centres, size / 2, reached, floor)
     render.draw_disc(image, effector, EFFECTOR_RADIUS)
     if rng.random() < cfg.noise_p:
@@ -118,16 +135,20 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(cfg.seed)
     M = max(cfg.num_targets)
     S = cfg.image_size
-    images = np.empty((cfg.num_scenes, S, S, 3), np.uint8)
-    all_pairs = np.full((cfg.num_scenes, M), -1, np.int64)
-    all_centres = np.zeros((cfg.num_scenes, M, 2), np.float32)
-    all_reached = np.full(cfg.num_scenes, -1, np.int64)
+    plain, N = cfg.num_scenes, cfg.num_scenes + cfg.chain_scenes  # plain scenes, then the chain's
+    images = np.empty((N, S, S, 3), np.uint8)
+    all_pairs = np.full((N, M), -1, np.int64)
+    all_centres = np.zeros((N, M, 2), np.float32)
+    all_reached = np.full(N, -1, np.int64)
+    no_chain = tuple(f for f in cfg.families if f != "chain")
     rows = []
-    for n in range(cfg.num_scenes):
-        pairs, centres, reached, images[n] = draw_scene(rng, cfg)
+    for n in range(N):
+        pairs, centres, reached, images[n] = draw_scene(rng, cfg, reached_one=n >= plain)
         all_pairs[n, : len(pairs)], all_centres[n, : len(pairs)] = pairs, centres
         all_reached[n] = next(iter(reached), -1)
-        for family in cfg.families:
+        # the chain skips the last chain_scenes plain scenes and asks about its own instead
+        families = cfg.families if n < plain - cfg.chain_scenes else no_chain
+        for family in ("chain",) if n >= plain else families:
             q = ask(rng, family, pairs, centres, cfg.holdout, reached)
             if q is not None:
                 rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
@@ -166,7 +187,7 @@ def ensure_corpus(root, cfg: CorpusConfig) -> dict[str, np.ndarray]:
         manifest = dict(
             config=asdict(cfg),
             version=CORPUS_VERSION,
-            num_scenes=cfg.num_scenes,
+            num_scenes=cfg.num_scenes + cfg.chain_scenes,
             num_examples=int(len(data["scene"])),
             per_family={f: int(c) for f, c in zip(FAMILIES, counts, strict=True)},
             held_out=dict(pairs=list(cfg.held_out_pairs), relations=list(cfg.held_out_relations)),
