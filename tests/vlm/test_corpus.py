@@ -96,8 +96,9 @@ def test_reached_scenes_move_chain_questions_to_dimmed_scenes_no_other_family_se
     assert (data["reached"][:200] < 0).all() and (data["reached"][200:] >= 0).all()
     asked = np.unique(data["scene"][chain])  # the chain skips scenes 150-199, asks 200-249
     assert asked.tolist() == list(range(150)) + list(range(200, 250))
+    assert CorpusConfig(families=("caption", "pointing")).chain_scenes == 0  # no chain, no scenes
     with pytest.raises(ConfigError, match="reached_scenes"):
-        CorpusConfig(reached_scenes=0.5, families=("caption", "pointing"))
+        CorpusConfig(reached_scenes=1.5)
 
 
 def test_control_read_back_from_disk_never_touches_what_the_demonstrations_hold_out(corpora):
@@ -156,7 +157,7 @@ def test_validation_scenes_are_neither_trained_on_nor_reported(tmp_path):
     dm = module(*small)
     dm.prepare_data()
     scenes = {k: {r.tobytes() for r in dm.raw[k]["centres"]} for k in ("corpus", "eval", "val")}
-    assert len(scenes["val"]) == 40
+    assert len(scenes["val"]) == 40 + 20  # and the chain family's own dimmed scenes
     assert len(scenes["val"] & scenes["corpus"]) == len(scenes["val"] & scenes["eval"]) == 0
     assert dm.val_cfg.num_targets == dm.corpus_cfg.num_targets  # the training distribution
     with pytest.raises(ConfigError, match="data.val_seed"):
