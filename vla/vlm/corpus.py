@@ -142,9 +142,13 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         pairs, centres, reached, images[n] = draw_scene(rng, cfg, reached_one=n >= plain)
         all_pairs[n, : len(pairs)], all_centres[n, : len(pairs)] = pairs, centres
         all_reached[n] = next(iter(reached), -1)
-        # the chain skips the last chain_scenes plain scenes and asks about its own instead
-        families = cfg.families if n < plain - cfg.chain_scenes else no_chain
-        for family in ("chain",) if n >= plain else families:
+        if n >= plain:  # the chain's own scenes
+            families = ("chain",)
+        elif n >= plain - cfg.chain_scenes:  # as many plain scenes the chain skips
+            families = no_chain
+        else:
+            families = cfg.families
+        for family in families:
             q = ask(rng, family, pairs, centres, cfg.holdout, reached)
             if q is not None:
                 rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
@@ -183,7 +187,7 @@ def ensure_corpus(root, cfg: CorpusConfig) -> dict[str, np.ndarray]:
         manifest = dict(
             config=asdict(cfg),
             version=CORPUS_VERSION,
-            num_scenes=cfg.num_scenes + cfg.chain_scenes,
+            num_scenes=len(data["image"]),
             num_examples=int(len(data["scene"])),
             per_family={f: int(c) for f, c in zip(FAMILIES, counts, strict=True)},
             held_out=dict(pairs=list(cfg.held_out_pairs), relations=list(cfg.held_out_relations)),
