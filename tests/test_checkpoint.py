@@ -1,6 +1,7 @@
 """The checkpoint format: safe reads, refused foreign or damaged files, versions, atomic writes."""
 
 import copy
+import io
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from tests.builders import FAST_RUN, compose_config, random_batch
+from vla import checkpoint
 from vla.checkpoint import (
     CHECKPOINT_VERSION,
     AtomicCheckpointIO,
@@ -175,18 +177,26 @@ def test_checkpoint_of_a_different_architecture_is_refused(tiny_ckpt, compose_cf
         load_policy(tmp_path / "mismatch.ckpt")
 
 
-def test_atomic_save_never_leaves_a_corrupt_checkpoint(tmp_path, monkeypatch):
-    io = AtomicCheckpointIO()
+class InterruptedAfter1000Bytes(io.FileIO):
+    """A file Ctrl-C interrupts part-way through torch.save's records."""
+
+    def write(self, data):
+        if self.tell() + len(data) > 1000:
+            raise KeyboardInterrupt
+        return super().write(data)
+
+
+def test_ctrl_c_during_a_save_is_a_stop_and_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    """torch's writer answers an interrupted record with a RuntimeError when it closes; the
+    save raises the KeyboardInterrupt, so Lightning stops the run as for any Ctrl-C."""
+    atomic = AtomicCheckpointIO()
     path = tmp_path / "last.ckpt"
-    io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.ones(2)}}, path)
+    atomic.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.ones(2)}}, path)
 
-    def dies_midway(obj, f):
-        f.write(b"partial")
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(torch, "save", dies_midway)
+    monkeypatch.setattr(checkpoint, "open", InterruptedAfter1000Bytes, raising=False)
+    new = {"vla": vla_payload({}, {}), "state_dict": {"w": torch.zeros(10_000)}}
     with pytest.raises(KeyboardInterrupt):
-        io.save_checkpoint({"vla": vla_payload({}, {}), "state_dict": {"w": torch.zeros(2)}}, path)
+        atomic.save_checkpoint(new, path)
     assert torch.equal(read_checkpoint(path)["state_dict"]["w"], torch.ones(2))
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
 

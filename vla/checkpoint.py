@@ -65,6 +65,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
+        except Exception as e:
+            # Ctrl-C part-way through a record: torch's writer then fails on closing the file
+            # (RuntimeError: unexpected pos), hiding the stop, which Lightning must see
+            if isinstance(e.__context__, KeyboardInterrupt):
+                raise e.__context__ from None
+            raise
         finally:
             tmp.unlink(missing_ok=True)
 
