@@ -3,6 +3,7 @@ Chromium types an instruction, presses Run and a replay, and the page shows the 
 as a direct rollout of the same seed, every frame of them, the first within 5 s of the click,
 fetching nothing from outside this machine."""
 
+import importlib.util
 import os
 import re
 import shutil
@@ -30,9 +31,14 @@ pytestmark = [
         not (CHROMIUM and DRIVER),
         reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
     ),
+    # Looked up, not imported: importing gradio takes ~4 s, which every test process would
+    # pay at collection, also when slow tests are deselected. The served command imports it.
+    pytest.mark.skipif(
+        importlib.util.find_spec("gradio") is None,
+        reason='needs gradio: pip install -e ".[play]"',
+    ),
 ]
 webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the dev extra)")
-pytest.importorskip("gradio", reason='needs gradio: pip install -e ".[play]"')
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
