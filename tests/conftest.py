@@ -2,8 +2,6 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
-from hydra import compose, initialize_config_dir
 
 CONF = str(Path(__file__).resolve().parents[1] / "conf")
 # Commands the tests start use one thread each: the tests run one process per core
@@ -19,6 +17,8 @@ def one_thread():
     other work, OpenMP threads waiting on each other made a training step ~50x slower (and
     the rollout tests ~30x).
     """
+    import torch  # here, not at the top: pytest-xdist's controller runs no test
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -47,6 +47,7 @@ def _untrained_checkpoint(tmp, overrides=(), model="model=tiny"):
     normalised by the statistics of real expert frames: what a test that only reads a
     checkpoint needs, in a second instead of a training run (tests/training trains)."""
     import torch
+    from hydra import compose, initialize_config_dir
 
     from tests.builders import env_frames
     from vla.checkpoint import AtomicCheckpointIO
