@@ -1,9 +1,7 @@
 import os
-from pathlib import Path
 
 import pytest
 
-CONF = str(Path(__file__).resolve().parents[1] / "conf")
 # Commands the tests start use one thread each: the tests run one process per core
 # (pytest -n auto), and OpenMP threads contending for busy cores stall each other.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -47,16 +45,14 @@ def _untrained_checkpoint(tmp, overrides=(), model="model=tiny"):
     normalised by the statistics of real expert frames: what a test that only reads a
     checkpoint needs, in a second instead of a training run (tests/training trains)."""
     import torch
-    from hydra import compose, initialize_config_dir
 
-    from tests.builders import env_frames
+    from tests.builders import compose_config, env_frames
     from vla.checkpoint import AtomicCheckpointIO
     from vla.config import instantiate
     from vla.envs.config import env_kwargs_of
     from vla.training.module import build_module
 
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg = compose("train", [model, "env.image_size=32", *overrides])
+    cfg = compose_config("train", [model, "env.image_size=32", *overrides])
     torch.manual_seed(0)
     policy = instantiate(cfg.model)
     _, states, _, actions, _ = env_frames(n=64)
