@@ -1,6 +1,7 @@
 """A run stopped by a signal: its one line, its exit status, where it resumes from."""
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -9,14 +10,19 @@ import pytest
 import yaml
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from tests.builders import compose_config
 from vla.checkpoint import AtomicCheckpointIO, read_checkpoint
 from vla.cli import run_cli
 from vla.console import LIGHTNING_NOISE, DropMessages
 from vla.errors import TrainingInterrupted
 from vla.training.resume import requeued_checkpoint
 from vla.training.stopping import Terminated, exit_status, signal_of, stop_message
+from vla.training.train import train
 
 RESUME = "resume with: python scripts/train.py ckpt_path="
+MAIN_THREAD = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
+)
 
 
 def _run_with_checkpoints(tmp_path, tiny_ckpt, steps: dict):
@@ -102,9 +108,7 @@ def test_a_stop_is_one_plain_line_on_rank_zero_and_status_128_plus_signal(capsys
     assert info.value.code == 130 and capsys.readouterr().err == ""
 
 
-@pytest.mark.skipif(
-    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
-)
+@MAIN_THREAD
 def test_sigterm_outside_training_stops_with_one_line_and_143(capsys):
     def collecting(cfg):  # a SIGTERM while demonstrations are collected, say
         signal.raise_signal(signal.SIGTERM)
@@ -121,6 +125,48 @@ def test_sigterm_outside_training_stops_with_one_line_and_143(capsys):
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert info.value.code == 143 and capsys.readouterr().err == "stopped (SIGTERM)\n"
+
+
+@MAIN_THREAD
+@pytest.mark.parametrize(
+    "at_step, presses, saves",
+    [
+        (2, 1, "whole"),  # noted: the save under way ends, the run stops after the step
+        (2, 2, "cut"),  # the second Ctrl-C stops at once, in the middle of the save
+        (5, 1, "whole"),  # after the last step (the epoch's save) it is not lost either
+    ],
+)
+def test_ctrl_c_stops_after_the_step_under_way_and_saves_it(
+    fast_overrides, monkeypatch, capfd, at_step, presses, saves
+):
+    """debug=fast trains 5 steps and saves last.ckpt at steps 2, 4 and at the epoch's end."""
+    real_save, outcomes = AtomicCheckpointIO.save_checkpoint, []
+
+    def save_with_ctrl_c(self, checkpoint, path, storage_options=None):
+        step = checkpoint["global_step"]
+        if step == at_step and not outcomes:
+            try:
+                for _ in range(presses):
+                    os.kill(os.getpid(), signal.SIGINT)  # handled here, inside the save
+                real_save(self, checkpoint, path, storage_options)
+            except KeyboardInterrupt:
+                outcomes.append("cut")
+                raise
+            outcomes.append("whole")
+            return
+        real_save(self, checkpoint, path, storage_options)
+
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", save_with_ctrl_c)
+    cfg = compose_config("train", fast_overrides)
+    with pytest.raises(TrainingInterrupted) as stop:
+        train(cfg)
+    assert outcomes == [saves] and stop.value.signum == signal.SIGINT
+    assert str(stop.value).startswith(f"stopped at step {at_step}: {RESUME}")
+    last = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
+    assert last["global_step"] == at_step
+    assert "Ctrl-C: stopping after this step (Ctrl-C again to stop now)" in capfd.readouterr().err
+    # the handler of before training is back (not the SIG_IGN Lightning leaves after a stop)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_lightnings_lines_about_a_stop_are_dropped():

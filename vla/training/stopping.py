@@ -3,11 +3,11 @@ systemd, Kubernetes and SLURM send before they end a job.
 
 Both save `last.ckpt` at the step reached (`LastCheckpoint.on_exception`), print one line,
 `stopped at step N: resume with: ...`, and exit with status 128 + the signal (130, 143).
-While Lightning trains, SIGTERM takes its own path: `vla.training.sigterm.SigtermAtStep`
-notes it, and after each step every rank takes the maximum of the notes, so all ranks stop
-at the same step with `SIGTERMException` and save together. Anywhere else (start-up, collecting
-demonstrations, the final evaluation) SIGTERM raises `Terminated`, a KeyboardInterrupt, so
-it stops where Ctrl-C would.
+While Lightning trains, both take their own path: `vla.training.stop_at_step.StopAtStep`
+notes them, and after each step every rank takes the maximum of the notes, so all ranks stop
+at the same step and save together. Anywhere else (start-up, collecting demonstrations, the
+final evaluation) SIGTERM raises `Terminated`, a KeyboardInterrupt, so it stops where Ctrl-C
+would.
 """
 
 from __future__ import annotations

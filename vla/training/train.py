@@ -34,7 +34,7 @@ from vla.training.resume import (
     requeued_checkpoint,
     resuming_quietly,
 )
-from vla.training.sigterm import SigtermAtStep
+from vla.training.stop_at_step import StopAtStep
 from vla.training.stopping import signal_of, stop_message
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def train(cfg: DictConfig) -> dict:
         ckpt_path = check_resumable(cfg, policy)
     # callbacks check their own values (rollout seeds among them) before any data is made
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    callbacks.append(SigtermAtStep())  # every rank stops at the same step
+    callbacks.append(StopAtStep())  # Ctrl-C, SIGTERM: every rank stops after the same step
     env_kwargs = env_kwargs_of(cfg.env)
     ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
     module = build_module(
