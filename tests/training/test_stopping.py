@@ -1,5 +1,6 @@
 """A run stopped by a signal: its one line, its exit status, where it resumes from."""
 
+import copy
 import logging
 import os
 import signal
@@ -7,9 +8,11 @@ import sys
 import threading
 
 import pytest
+import torch
 import yaml
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+import vla.training.callbacks
 from tests.builders import compose_config
 from vla.checkpoint import AtomicCheckpointIO, read_checkpoint
 from vla.cli import run_cli
@@ -127,27 +130,41 @@ def test_sigterm_outside_training_stops_with_one_line_and_143(capsys):
     assert info.value.code == 143 and capsys.readouterr().err == "stopped (SIGTERM)\n"
 
 
+def _same(a, b) -> bool:
+    """Equal nested dicts of tensors and values."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
+
+
 @MAIN_THREAD
 @pytest.mark.parametrize(
-    "at_step, presses, saves",
+    "signum, at_step, presses, every, saves",
     [
-        (2, 1, "whole"),  # noted: the save under way ends, the run stops after the step
-        (2, 2, "cut"),  # the second Ctrl-C stops at once, in the middle of the save
-        (5, 1, "whole"),  # after the last step (the epoch's save) it is not lost either
+        (signal.SIGINT, 2, 1, 2, "whole"),  # noted: the save under way ends, then the stop
+        (signal.SIGINT, 2, 2, 2, "cut"),  # the second Ctrl-C raises at once, before it writes
+        # the save of the best checkpoint in the rollout evaluation after the last step:
+        # acted on at the epoch's end, before the averaged weights replace the trained ones
+        (signal.SIGINT, 5, 1, 2, "whole"),
+        # the periodic save at step 5, before that step's rollout evaluation: it never starts
+        # (it would swap the averaged weights in, and a stop in it would save them swapped)
+        (signal.SIGTERM, 5, 1, 5, "whole"),
     ],
 )
-def test_ctrl_c_stops_after_the_step_under_way_and_saves_it(
-    fast_overrides, monkeypatch, capfd, at_step, presses, saves
+def test_a_signal_stops_after_the_step_under_way_and_saves_that_step(
+    fast_overrides, monkeypatch, capfd, signum, at_step, presses, every, saves
 ):
-    """debug=fast trains 5 steps and saves last.ckpt at steps 2, 4 and at the epoch's end."""
-    real_save, outcomes = AtomicCheckpointIO.save_checkpoint, []
+    """debug=fast trains 5 steps (a rollout evaluation after step 5) with weights averaged."""
+    real_save, outcomes, first = AtomicCheckpointIO.save_checkpoint, [], {}
 
-    def save_with_ctrl_c(self, checkpoint, path, storage_options=None):
-        step = checkpoint["global_step"]
-        if step == at_step and not outcomes:
+    def save_with_signal(self, checkpoint, path, storage_options=None):
+        if checkpoint["global_step"] == at_step and not outcomes:
+            first.update(copy.deepcopy(checkpoint["current_model_state"]))  # the trained weights
             try:
                 for _ in range(presses):
-                    os.kill(os.getpid(), signal.SIGINT)  # handled here, inside the save
+                    os.kill(os.getpid(), signum)  # handled here, inside the save
                 real_save(self, checkpoint, path, storage_options)
             except KeyboardInterrupt:
                 outcomes.append("cut")
@@ -156,16 +173,26 @@ def test_ctrl_c_stops_after_the_step_under_way_and_saves_it(
             return
         real_save(self, checkpoint, path, storage_options)
 
-    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", save_with_ctrl_c)
-    cfg = compose_config("train", fast_overrides)
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", save_with_signal)
+    real_rollout, rollouts_after = vla.training.callbacks.rollout, []
+
+    def rollout_counted(*args, **kwargs):  # the real rollouts, counted once the signal is sent
+        rollouts_after.extend([1] if outcomes else [])
+        return real_rollout(*args, **kwargs)
+
+    monkeypatch.setattr(vla.training.callbacks, "rollout", rollout_counted)
+    every_n = f"callbacks.last_checkpoint.every_n_train_steps={every}"
+    cfg = compose_config("train", [*fast_overrides, every_n])
     with pytest.raises(TrainingInterrupted) as stop:
         train(cfg)
-    assert outcomes == [saves] and stop.value.signum == signal.SIGINT
+    assert outcomes == [saves] and stop.value.signum == signum
+    assert rollouts_after == []  # no rollout evaluation starts after the signal
     assert str(stop.value).startswith(f"stopped at step {at_step}: {RESUME}")
     last = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
     assert last["global_step"] == at_step
-    assert "Ctrl-C: stopping after this step (Ctrl-C again to stop now)" in capfd.readouterr().err
-    # the handler of before training is back (not the SIG_IGN Lightning leaves after a stop)
+    assert _same(last["current_model_state"], first)  # not the averaged ones (ema callback)
+    said = "Ctrl-C: stopping after this step (Ctrl-C again to stop now)"
+    assert (said in capfd.readouterr().err) == (signum == signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 

@@ -18,6 +18,7 @@ from vla.eval.stats import format_summary
 from vla.eval.video import annotate, shrink
 from vla.keys import IMAGE, INSTRUCTION, STATE
 from vla.training.media import log_gif, log_image, takes_media
+from vla.training.stop_at_step import StoppedAtStep
 
 log = logging.getLogger(__name__)
 GIF_WIDTH = 160  # px: small event files, the caption still legible
@@ -217,7 +218,7 @@ class LastCheckpoint(L.Callback):
     def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception):
         # at step 0 (still collecting demonstrations, say) there is nothing to resume
         started = trainer.global_step > 0
-        stopped = isinstance(exception, KeyboardInterrupt | SIGTERMException)
+        stopped = isinstance(exception, KeyboardInterrupt | SIGTERMException | StoppedAtStep)
         if stopped and trainer.state.fn == "fit" and started:
             try:
                 trainer.save_checkpoint(self.path, weights_only=False)
