@@ -51,7 +51,7 @@ def compare(run_a: Path, run_b: Path) -> dict:
     the examples only A / only B answers right, and McNemar's p."""
     scenes_a, families, a = held_out_hits(run_a)
     scenes_b, families_b, b = held_out_hits(run_b)
-    if scenes_a != scenes_b or families != families_b:
+    if corpus_config(scenes_a) != corpus_config(scenes_b) or families != families_b:
         raise ConfigError(f"{run_a} and {run_b} were scored on different held-out scenes: "
                           f"{scenes_a} against {scenes_b}")  # fmt: skip
     rows = {}
