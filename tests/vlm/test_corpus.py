@@ -101,31 +101,6 @@ def test_reached_scenes_move_chain_questions_to_dimmed_scenes_no_other_family_se
         CorpusConfig(reached_scenes=1.5)
 
 
-def _relation_words(data) -> list[str]:
-    words = ("left of", "right of", "above", "below", "nearest", "most")  # "most": superlatives
-    relation = data["family"] == FAMILIES.index("relation")
-    return [next(w for w in words if w in q) for q in data["question"][relation]]
-
-
-def test_relation_words_weigh_the_mix_of_relation_questions(tmp_path, corpora):
-    from tests.builders import compose_config
-    from vla.vlm.datamodule import corpus_config
-
-    full, _ = corpora
-    even = _relation_words(full)  # each of the 9 words once
-    assert 0.05 < even.count("nearest") / len(even) < 0.2
-    weighed = CorpusConfig(num_scenes=300, seed=3, relation_words=("nearest", "nearest", "above"))
-    mixed = _relation_words(ensure_corpus(tmp_path, weighed))
-    assert mixed.count("nearest") / len(mixed) > 0.55  # 2 of 3, less scenes with no clear one
-    assert mixed.count("nearest") > 2 * mixed.count("above") > 0
-    assert set(mixed) == {"nearest", "above"}  # when "nearest" has no clear answer: "above"
-    # the default corpus's folder, made before the option existed, keeps its name
-    default = corpus_config(compose_config("train", ["experiment=vlm"]).data.corpus)
-    assert default.relation_words is None and default.key() == "a18b25d3f4be"
-    with pytest.raises(ConfigError, match=r"relation_words=\['nearst'\]"):
-        CorpusConfig(relation_words=("nearst",))
-
-
 def test_control_read_back_from_disk_never_touches_what_the_demonstrations_hold_out(corpora):
     _, control = corpora
     assert control["manifest"]["held_out"]["pairs"] == list(HELD_OUT_PAIRS)

@@ -29,7 +29,7 @@ import numpy as np
 from vla.envs import render, scene
 from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS
 from vla.errors import ConfigError
-from vla.vlm.questions import FAMILIES, RELATION_WORDS, Holdout, ask
+from vla.vlm.questions import FAMILIES, Holdout, ask
 
 CORPUS_VERSION = 3  # part of the hash: a change to how examples are drawn rebuilds the corpus
 EFFECTOR_RADIUS = 0.025  # the env's
@@ -54,8 +54,6 @@ class CorpusConfig:
             (without the chain family, no such scenes).
         held_out_pairs, held_out_relations: what no question may touch (the control: the
             demonstrations' held-out sets).
-        relation_words: the words a relation question is drawn from, uniformly; a word named
-            twice is asked twice as often (null: every word once).
     """
 
     num_scenes: int = 20000
@@ -72,7 +70,6 @@ class CorpusConfig:
     image_size: int = 48
     min_separation: float = 0.2
     families: tuple[str, ...] = field(default=FAMILIES)
-    relation_words: tuple[str, ...] | None = None
 
     def __post_init__(self):
         unknown = sorted(set(self.families) - set(FAMILIES))
@@ -80,12 +77,6 @@ class CorpusConfig:
             raise ConfigError(
                 f"corpus families={list(self.families)} (known: {list(FAMILIES)}) and "
                 f"num_scenes={self.num_scenes} (>= 1) are invalid"
-            )
-        words = self.relation_words
-        if words is not None and (not words or set(words) - set(RELATION_WORDS)):
-            raise ConfigError(
-                f"corpus relation_words={list(words)} must be a non-empty list of "
-                f"{', '.join(RELATION_WORDS)} (a word named twice is asked twice as often)"
             )
         if not 0 <= self.reached_scenes <= 1:
             raise ConfigError(f"corpus reached_scenes={self.reached_scenes} is not in [0, 1]")
@@ -100,10 +91,7 @@ class CorpusConfig:
         return Holdout(frozenset(self.held_out_pairs), frozenset(self.held_out_relations))
 
     def key(self) -> str:
-        fields = asdict(self)
-        if fields["relation_words"] is None:  # the folders of corpora made before it stay
-            del fields["relation_words"]
-        text = json.dumps([CORPUS_VERSION, fields], sort_keys=True)
+        text = json.dumps([CORPUS_VERSION, asdict(self)], sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
@@ -149,7 +137,6 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
     all_centres = np.zeros((N, M, 2), np.float32)
     all_reached = np.full(N, -1, np.int64)
     no_chain = tuple(f for f in cfg.families if f != "chain")
-    words = cfg.relation_words or RELATION_WORDS
     rows = []
     for n in range(N):
         pairs, centres, reached, images[n] = draw_scene(rng, cfg, reached_one=n >= plain)
@@ -162,7 +149,7 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         else:
             families = cfg.families
         for family in families:
-            q = ask(rng, family, pairs, centres, cfg.holdout, reached, words)
+            q = ask(rng, family, pairs, centres, cfg.holdout, reached)
             if q is not None:
                 rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
     scene_idx, family, target, question, answer = zip(*rows, strict=True)

@@ -101,17 +101,14 @@ def attribute(rng, pairs, centres, hold: Holdout) -> Question | None:
     return options[int(rng.integers(len(options)))] if options else None
 
 
-def _word(ref: Relation | Superlative) -> str:
-    return ref.relation if isinstance(ref, Relation) else ref.superlative
-
-
 def referents(pairs, centres, hold: Holdout, word: str | None = None) -> list:
     """(referent, target) of every relation referent that resolves and the holdout allows."""
     refs = [Relation(r, Name(*PAIRS[p])) for r in RELATIONS for p in pairs]
     refs += [Superlative(s, k) for s in SUPERLATIVES for k in (*SHAPES, "shape")]
     found = []
     for ref in refs:
-        if word is not None and _word(ref) != word:
+        w = ref.relation if isinstance(ref, Relation) else ref.superlative
+        if word is not None and w != word:
             continue
         target = resolve(ref, pairs, centres)
         if target is not None and hold.allows(_touched(ref, pairs, target), ref):
@@ -119,11 +116,9 @@ def referents(pairs, centres, hold: Holdout, word: str | None = None) -> list:
     return found
 
 
-def relation(rng, pairs, centres, hold: Holdout, words=RELATION_WORDS) -> Question | None:
-    word = words[int(rng.integers(len(words)))]  # a word first: their mix (a repeat weighs)
-    found = referents(pairs, centres, hold, word) or [
-        (ref, target) for ref, target in referents(pairs, centres, hold) if _word(ref) in words
-    ]  # any of the words, when the one drawn asks nothing clear here
+def relation(rng, pairs, centres, hold: Holdout) -> Question | None:
+    word = RELATION_WORDS[int(rng.integers(len(RELATION_WORDS)))]  # a word first: even mix
+    found = referents(pairs, centres, hold, word) or referents(pairs, centres, hold)
     if not found:
         return None
     ref, target = found[int(rng.integers(len(found)))]
@@ -204,13 +199,9 @@ ASK = dict(
 
 
 def ask(
-    rng: np.random.Generator, family: str, pairs, centres, hold: Holdout, reached=frozenset(),
-    relation_words=RELATION_WORDS,
-) -> Question | None:  # fmt: skip
-    """One question of `family` about the scene (`reached`: the shape drawn dimmed, if any;
-    `relation_words`: the words a relation question is drawn from, a repeat weighing more),
+    rng: np.random.Generator, family: str, pairs, centres, hold: Holdout, reached=frozenset()
+) -> Question | None:
+    """One question of `family` about the scene (`reached`: the shape drawn dimmed, if any),
     or None when it has none the holdout allows."""
     extra = {"reached": frozenset(reached)} if family == "chain" else {}
-    if family == "relation":
-        extra = {"words": tuple(relation_words)}
     return ASK[family](rng, list(pairs), np.asarray(centres), hold, **extra)
