@@ -19,6 +19,7 @@ from vla.cli import run_cli
 from vla.console import LIGHTNING_NOISE, DropMessages
 from vla.errors import TrainingInterrupted
 from vla.training.resume import requeued_checkpoint
+from vla.training.stop_at_step import StoppedAtStep
 from vla.training.stopping import Terminated, exit_status, signal_of, stop_message
 from vla.training.train import train
 
@@ -92,6 +93,8 @@ def test_each_signal_gets_its_exit_status():
     assert exit_status(signal_of(SIGTERMException())) == 143  # Lightning's flag path
     assert exit_status(signal_of(_stop_after(Terminated(signal.SIGTERM)))) == 143
     assert exit_status(signal_of(_stop_after(KeyboardInterrupt()))) == 130  # Ctrl-C
+    assert exit_status(signal_of(StoppedAtStep(signal.SIGTERM))) == 143  # noted, at a step
+    assert exit_status(signal_of(StoppedAtStep(signal.SIGINT))) == 130
 
 
 def _raise(error):
@@ -139,25 +142,11 @@ def _same(a, b) -> bool:
     return a == b
 
 
-@MAIN_THREAD
-@pytest.mark.parametrize(
-    "signum, at_step, presses, every, saves",
-    [
-        (signal.SIGINT, 2, 1, 2, "whole"),  # noted: the save under way ends, then the stop
-        (signal.SIGINT, 2, 2, 2, "cut"),  # the second Ctrl-C raises at once, before it writes
-        # the save of the best checkpoint in the rollout evaluation after the last step:
-        # acted on at the epoch's end, before the averaged weights replace the trained ones
-        (signal.SIGINT, 5, 1, 2, "whole"),
-        # the periodic save at step 5, before that step's rollout evaluation: it never starts
-        # (it would swap the averaged weights in, and a stop in it would save them swapped)
-        (signal.SIGTERM, 5, 1, 5, "whole"),
-    ],
-)
-def test_a_signal_stops_after_the_step_under_way_and_saves_that_step(
-    fast_overrides, monkeypatch, capfd, signum, at_step, presses, every, saves
-):
-    """debug=fast trains 5 steps (a rollout evaluation after step 5) with weights averaged."""
-    real_save, outcomes, first = AtomicCheckpointIO.save_checkpoint, [], {}
+def _signal_in_save(monkeypatch, signum, at_step: int, presses: int = 1):
+    """Sends `signum` (`presses` times) from inside the first checkpoint save at `at_step`;
+    returns (how that save ended: "whole" or "cut", the trained weights it was given, the
+    rollouts started after the signal), filled in as the run goes."""
+    real_save, outcomes, first, rollouts_after = AtomicCheckpointIO.save_checkpoint, [], {}, []
 
     def save_with_signal(self, checkpoint, path, storage_options=None):
         if checkpoint["global_step"] == at_step and not outcomes:
@@ -173,20 +162,43 @@ def test_a_signal_stops_after_the_step_under_way_and_saves_that_step(
             return
         real_save(self, checkpoint, path, storage_options)
 
-    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", save_with_signal)
-    real_rollout, rollouts_after = vla.training.callbacks.rollout, []
+    real_rollout = vla.training.callbacks.rollout
 
     def rollout_counted(*args, **kwargs):  # the real rollouts, counted once the signal is sent
         rollouts_after.extend([1] if outcomes else [])
         return real_rollout(*args, **kwargs)
 
+    monkeypatch.setattr(AtomicCheckpointIO, "save_checkpoint", save_with_signal)
     monkeypatch.setattr(vla.training.callbacks, "rollout", rollout_counted)
+    return outcomes, first, rollouts_after
+
+
+@MAIN_THREAD
+@pytest.mark.parametrize(
+    "signum, at_step, presses, every, saves, evaluates",
+    [
+        (signal.SIGINT, 2, 1, 2, "whole", False),  # noted: the save ends, the next step not
+        (signal.SIGINT, 2, 2, 2, "cut", False),  # the second Ctrl-C raises at once, in the save
+        (signal.SIGTERM, 4, 1, 2, "whole", False),
+        # the best checkpoint's save in the rollout evaluation after the last step: acted on
+        # at the end of training, before the averaged weights replace the trained ones
+        (signal.SIGINT, 5, 1, 2, "whole", False),
+        # the periodic save at step 5, before that step's rollout evaluation: it runs to its
+        # end, with the trained weights back in place after it
+        (signal.SIGTERM, 5, 1, 5, "whole", True),
+    ],
+)
+def test_a_signal_stops_between_steps_and_saves_the_step_reached(
+    fast_overrides, monkeypatch, capfd, signum, at_step, presses, every, saves, evaluates
+):
+    """debug=fast trains 5 steps (a rollout evaluation after step 5) with weights averaged."""
+    outcomes, first, rollouts_after = _signal_in_save(monkeypatch, signum, at_step, presses)
     every_n = f"callbacks.last_checkpoint.every_n_train_steps={every}"
     cfg = compose_config("train", [*fast_overrides, every_n])
     with pytest.raises(TrainingInterrupted) as stop:
         train(cfg)
     assert outcomes == [saves] and stop.value.signum == signum
-    assert rollouts_after == []  # no rollout evaluation starts after the signal
+    assert bool(rollouts_after) == evaluates
     assert str(stop.value).startswith(f"stopped at step {at_step}: {RESUME}")
     last = read_checkpoint(f"{cfg.paths.output_dir}/checkpoints/last.ckpt")
     assert last["global_step"] == at_step
@@ -194,6 +206,25 @@ def test_a_signal_stops_after_the_step_under_way_and_saves_that_step(
     said = "Ctrl-C: stopping after this step (Ctrl-C again to stop now)"
     assert (said in capfd.readouterr().err) == (signum == signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@MAIN_THREAD
+@pytest.mark.slow
+def test_a_signal_before_a_rollout_evaluation_lets_it_run_and_the_resumed_run_keeps_it(
+    fast_overrides, monkeypatch
+):
+    """10 steps, a rollout evaluation after steps 5 and 10; SIGTERM in step 5's save: the
+    evaluation of step 5 runs, the run stops at the end of step 6, and the resumed run
+    evaluates after step 10 as the run would have without the stop."""
+    ten = [*fast_overrides, "trainer.limit_train_batches=10", "eval.num_episodes=2"]
+    _signal_in_save(monkeypatch, signal.SIGTERM, at_step=5)
+    every_5 = "callbacks.last_checkpoint.every_n_train_steps=5"
+    cfg = compose_config("train", [*ten, every_5])
+    with pytest.raises(TrainingInterrupted, match="stopped at step 6"):
+        train(cfg)
+    monkeypatch.undo()
+    resumed = train(compose_config("train", [*ten, every_5, f"ckpt_path={cfg.paths.output_dir}"]))
+    assert [point["step"] for point in resumed["curve"]] == [5, 10, 10]  # the last: the final
 
 
 def test_lightnings_lines_about_a_stop_are_dropped():

@@ -50,7 +50,8 @@ def sigterm_stops():
 
 def signal_of(stop: BaseException) -> int:
     """The signal behind a stop: Lightning's SIGTERMException, its `sys.exit` after a
-    KeyboardInterrupt (which it keeps as context), or the interrupt itself."""
+    KeyboardInterrupt (which it keeps as context), a stop with a `signum` of its own
+    (`StoppedAtStep`, `Terminated`), or the interrupt itself."""
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 
     if isinstance(stop, SIGTERMException):

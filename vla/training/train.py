@@ -89,7 +89,8 @@ def train(cfg: DictConfig) -> dict:
         ckpt_path = check_resumable(cfg, policy)
     # callbacks check their own values (rollout seeds among them) before any data is made
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c is not None]
-    callbacks.append(StopAtStep())  # Ctrl-C, SIGTERM: every rank stops after the same step
+    stop_at_step = StopAtStep()  # Ctrl-C, SIGTERM: every rank stops at the same step
+    callbacks.append(stop_at_step)
     env_kwargs = env_kwargs_of(cfg.env)
     ReachEnv(**env_kwargs)  # a task that cannot be built fails here, before any data is made
     module = build_module(
@@ -137,6 +138,9 @@ def train(cfg: DictConfig) -> dict:
             trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     except SystemExit as stop:  # Ctrl-C or SIGTERM: LastCheckpoint has saved by then
         raise stopped_training(stop, callbacks, trainer, out_dir) from None
+    finally:
+        stop_at_step.restore()
+    stop_at_step.stop_if_noted_since()
     trained = time.perf_counter()
 
     if not trainer.is_global_zero:
