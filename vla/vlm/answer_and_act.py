@@ -3,8 +3,8 @@ its first frame ("reach the shape nearest the red circle" -> "what is the shape 
 red circle"), then the same checkpoint acts the episode out: RT-2's question, whether what the
 VLM knows reaches its actions, one episode at a time.
 
-    python -m vla.vlm.answer_and_act <checkpoint> [--word nearest] [--episodes 300]
-        [--seed 1000026000] [--asker <another checkpoint, e.g. the stage-1 VLM>]
+    python -m vla.vlm.answer_and_act <checkpoint> --seed <first test seed> [--word nearest]
+        [--episodes 300] [--asker <another checkpoint, e.g. the stage-1 VLM>]
 
 Episodes are relation instructions of one word (`env.families=[relation]`,
 `env.relation_words=[<word>]`) in the checkpoint's env, rolled out as evaluation rolls them out
@@ -22,7 +22,7 @@ import torch
 
 from vla.data.seeds import check_seeds
 from vla.envs.config import check_relation_words
-from vla.envs.grammar import PAIRS, parse, referent_text
+from vla.envs.grammar import PAIRS, RELATION_WORDS, parse, referent_text
 from vla.envs.reach import ReachEnv
 from vla.errors import ConfigError, UserError
 from vla.eval.rollout import rollout
@@ -109,9 +109,11 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a stage-2 (experiment=rt2) checkpoint or folder")
-    parser.add_argument("--word", default="nearest", help="the relation word of the episodes")
+    parser.add_argument("--word", default="nearest", choices=RELATION_WORDS,
+                        help="the relation word of the episodes")  # fmt: skip
     parser.add_argument("--episodes", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=1000026000, help="the first episode's")
+    parser.add_argument("--seed", type=int, required=True,
+                        help="the first episode's, a test seed (>= 1000000000) no one has read")  # fmt: skip
     parser.add_argument("--asker", help="another VLM to ask about the same frames")
     args = parser.parse_args(argv)
     try:

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 def corpus_config(node) -> CorpusConfig:
     """A `data.corpus`-like node (DictConfig or dict) -> CorpusConfig."""
     plain = OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    unknown = sorted(set(plain) - set(CorpusConfig.__dataclass_fields__))
+    if unknown:  # e.g. a run's metrics.json, written by another version of the code
+        raise ConfigError(f"corpus keys {unknown} are not options of this version's corpus")
     return CorpusConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in plain.items()})
 
 
