@@ -179,13 +179,13 @@ def _signal_in_save(monkeypatch, signum, at_step: int, presses: int = 1):
     [
         (signal.SIGINT, 2, 1, 2, "whole", False),  # noted: the save ends, the next step not
         (signal.SIGINT, 2, 2, 2, "cut", False),  # the second Ctrl-C raises at once, in the save
-        (signal.SIGTERM, 4, 1, 2, "whole", False),
+        pytest.param(signal.SIGTERM, 4, 1, 2, "whole", False, marks=pytest.mark.slow),
         # the best checkpoint's save in the rollout evaluation after the last step: acted on
-        # at the end of training, before the averaged weights replace the trained ones
-        (signal.SIGINT, 5, 1, 2, "whole", False),
+        # at the epoch's end, before the averaged weights replace the trained ones
+        pytest.param(signal.SIGINT, 5, 1, 2, "whole", False, marks=pytest.mark.slow),
         # the periodic save at step 5, before that step's rollout evaluation: it runs to its
         # end, with the trained weights back in place after it
-        (signal.SIGTERM, 5, 1, 5, "whole", True),
+        pytest.param(signal.SIGTERM, 5, 1, 5, "whole", True, marks=pytest.mark.slow),
     ],
 )
 def test_a_signal_stops_between_steps_and_saves_the_step_reached(
