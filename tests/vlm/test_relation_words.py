@@ -1,5 +1,7 @@
 """Relation answers by word: the questions the corpus would ask, and the paired table."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -36,4 +38,17 @@ def test_a_folder_that_is_not_a_vlm_run_is_one_line(tmp_path, capsys):
     assert stop.value.code == 2
     assert capsys.readouterr().err == (
         f"{tmp_path} is not a finished VLM run: no metrics.json with eval_corpus\n"
+    )
+
+
+def test_a_run_of_a_corpus_option_this_version_has_not_is_one_line(tmp_path, capsys):
+    from dataclasses import asdict
+
+    held_out = asdict(CorpusConfig(num_scenes=10)) | {"relation_words": None}  # an older run's
+    (tmp_path / "metrics.json").write_text(json.dumps({"eval_corpus": held_out}))
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path)])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (
+        f"{tmp_path}: corpus keys ['relation_words'] are not options of this version's corpus\n"
     )

@@ -35,7 +35,10 @@ def held_out_hits(run: Path) -> tuple[dict, list[str], list[bool]]:
     metrics = json.loads((run / "metrics.json").read_text())
     if "eval_corpus" not in metrics:
         raise ConfigError(f"{run} is not a VLM run: its metrics.json has no eval_corpus")
-    eval_cfg = corpus_config(metrics["eval_corpus"])
+    try:
+        eval_cfg = corpus_config(metrics["eval_corpus"])
+    except ConfigError as error:  # a run of another version of the code
+        raise ConfigError(f"{run}: {error}") from None
     policy, _ = load_policy(run / "checkpoints" / "last.ckpt", need_env=False)
     data = metrics["corpus"]["path"]  # the run's data.dir: cached there, or generated again
     corpus = CorpusTensors(ensure_corpus(data, eval_cfg), policy.tokenizer)

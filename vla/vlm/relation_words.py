@@ -54,7 +54,10 @@ def held_out_config(run: Path):
     metrics = run / "metrics.json"
     if not metrics.is_file() or "eval_corpus" not in (m := json.loads(metrics.read_text())):
         raise ConfigError(f"{run} is not a finished VLM run: no metrics.json with eval_corpus")
-    return corpus_config(m["eval_corpus"])
+    try:
+        return corpus_config(m["eval_corpus"])
+    except ConfigError as error:  # a run of another version of the code
+        raise ConfigError(f"{run}: {error}") from None
 
 
 def table(data: dict, hits: dict[str, np.ndarray]) -> str:
