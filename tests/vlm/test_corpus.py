@@ -60,6 +60,30 @@ def test_answers_are_true_of_their_scenes(corpora):
         assert " ".join(PAIRS[pairs[resolve(ref, pairs, centres)]]) == full["answer"][i]
 
 
+def test_anchors_are_the_shapes_relations_and_spatial_questions_are_measured_from(corpora):
+    full, _ = corpora
+    seen = {"nearest": 0, "superlative": 0, "spatial": 0}
+    for i in range(len(full["scene"])):
+        q, anchor, pairs = (
+            str(full["question"][i]),
+            full["anchor"][i],
+            full["pairs"][full["scene"][i]],
+        )
+        family = FAMILIES[full["family"][i]]
+        if family == "spatial":  # "is the A above the B": B
+            assert " ".join(PAIRS[pairs[anchor]]) == q.split(" the ")[-1]
+            seen["spatial"] += 1
+        elif family == "relation" and " the " in q.removeprefix("what is the "):  # "... the X"
+            assert " ".join(PAIRS[pairs[anchor]]) == q.split(" the ")[-1]
+            seen["nearest"] += "nearest" in q
+        elif family == "relation":  # "what is the leftmost shape": no other shape
+            assert anchor == -1
+            seen["superlative"] += 1
+        else:
+            assert anchor == -1
+    assert min(seen.values()) > 20
+
+
 def test_chain_points_at_the_first_shape_not_yet_reached_which_is_drawn_dimmed(corpora):
     full, _ = corpora
     rows = np.flatnonzero(full["family"] == FAMILIES.index("chain"))

@@ -1,14 +1,37 @@
-"""Answers scored: exact words, pointing within the radius; the eyes: keypoint 0 on the shape."""
+"""Answers scored: exact words, pointing within the radius; the eyes: keypoint 0 on the shape
+(keypoint 1 on the anchor); the training-only pulls onto them."""
+
+import functools
 
 import numpy as np
+import pytest
 import torch
 
 from tests.vlm.builders import inputs, small_policy
-from vla.vlm.data import ACTION_FAMILY, CENTRE, FAMILY, HAS_STATE, IMAGE, STATE, TARGETED, TOKENS
-from vla.vlm.module import score_grounding
+from vla.errors import ConfigError
+from vla.vlm.data import (
+    ACTION_FAMILY,
+    ANCHOR,
+    ANCHORED,
+    CENTRE,
+    FAMILY,
+    HAS_STATE,
+    IMAGE,
+    STATE,
+    SUFFIX,
+    TARGETED,
+    TARGETS,
+    TOKENS,
+)
+from vla.vlm.module import VLMModule, score_grounding
 from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import correct, per_family
+from vla.vlm.vision import FiLMConvVision
 from vla.vlm.vocab import VLMTokenizer
+
+RELATIVE = functools.partial(
+    FiLMConvVision, channels=4, num_keypoints=2, word_queries=True, relative=True
+)
 
 
 def test_pointing_is_right_within_the_radius_only():
@@ -49,3 +72,31 @@ def test_keypoint_on_shape_counts_the_examples_about_a_shape_within_the_radius()
     batch[TARGETED] = torch.tensor([False, True, True])  # e.g. a count question: no shape
     assert score_grounding(policy, batch) == (["relation"], [False])
     assert score_grounding(policy, batch, radius=0.08) == (["relation"], [True])
+
+
+def test_keypoint_1_on_the_anchor_and_the_pull_onto_it():
+    policy = small_policy(vision=RELATIVE)
+    image, state, tokens = inputs(policy)
+    no_state = torch.zeros(3, dtype=torch.bool)
+    with torch.no_grad():
+        _, _, out = policy.prefix(image, state, tokens, no_state)
+    kp = (out["keypoints_xy"] + 1) / 2  # [3,2,2] arena units
+    targets = torch.tensor([[5, 0], [6, 0], [7, 0]])  # any answer tokens
+    batch = {
+        IMAGE: image, STATE: state, TOKENS: tokens, HAS_STATE: no_state,
+        SUFFIX: targets, TARGETS: targets,
+        FAMILY: torch.full((3,), FAMILIES.index("relation")),
+        CENTRE: kp[:, 0], TARGETED: torch.ones(3, dtype=torch.bool),
+        ANCHOR: kp[:, 1] + torch.tensor([[0.0, 0.0], [0.1, 0.0], [0.0, 0.3]]),
+        ANCHORED: torch.tensor([True, True, False]),  # the third has no anchor
+    }  # fmt: skip
+    assert score_grounding(policy, batch, anchor=True) == (["relation"] * 2, [True, False])
+    module = VLMModule(policy, torch.optim.AdamW, keypoint_weight=1.0, anchor_weight=2.0)
+    loss, logs = module.model_step(batch)
+    # keypoint 0 sits on its centre; keypoint 1 is 0.1 arena units (0.2 image) off in one of two
+    assert logs["keypoint_mse"] < 1e-10
+    assert torch.isclose(logs["anchor_mse"], torch.tensor(0.2**2 / 2), atol=1e-5)
+    plain = VLMModule(policy, torch.optim.AdamW, keypoint_weight=1.0)
+    assert torch.isclose(loss - plain.model_step(batch)[0], 2 * logs["anchor_mse"], atol=1e-5)
+    with pytest.raises(ConfigError, match="model.vision.relative=true or bc.anchor_weight=0"):
+        VLMModule(small_policy(), torch.optim.AdamW, anchor_weight=1.0)

@@ -78,7 +78,7 @@ def test_word_queries_start_at_zero_and_then_steer_each_keypoint_by_the_word_it_
     attn = torch.stack([logits[0, :, :2].softmax(-1), logits[1, :, :2] * 0], dim=0)  # [2,2,2]
     attn[1, :, 0] = 1.0  # one word: all attention on it
     expected = on.to_direction(attn @ text[:, :2])  # [2,2,C]
-    assert torch.allclose(on.directions(text, no_word), expected, atol=1e-5)
+    assert torch.allclose(on.to_direction(on.read(text, no_word)), expected, atol=1e-5)
     # the scores follow them, and the order of the words counts: the same two words in the
     # other order (positions stay where they are) move the keypoints; their mean would not
     pos = torch.randn(3, 8)  # [L,D]
@@ -97,8 +97,44 @@ def test_an_instruction_of_pad_alone_reads_nothing():
     eyes = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=2, word_queries=True)
     torch.nn.init.normal_(eyes.to_direction.weight)
     text = torch.randn(1, 3, 8)
-    u = eyes.directions(text, torch.ones(1, 3, dtype=torch.bool))  # [1,2,C]
+    u = eyes.to_direction(eyes.read(text, torch.ones(1, 3, dtype=torch.bool)))  # [1,2,C]
     assert torch.allclose(u, eyes.to_direction.bias.expand_as(u)) and not u.isnan().any()
+
+
+def test_relative_eyes_start_as_the_word_query_eyes_and_then_pick_the_shape_nearest_keypoint_1():
+    torch.manual_seed(0)
+    plain = FiLMConvVision(16, 8, channels=4, num_keypoints=2, word_queries=True)
+    eyes = FiLMConvVision(16, 8, channels=4, num_keypoints=2, word_queries=True, relative=True)
+    eyes.load_state_dict(plain.state_dict(), strict=False)  # the same eyes plus to_relative
+    image = torch.randint(0, 256, (1, 16, 16, 3), dtype=torch.uint8)
+    words, no_word = torch.randn(1, 3, 8), torch.zeros(1, 3, dtype=torch.bool)
+    assert torch.equal(
+        eyes(image, words, no_word, words).tokens, plain(image, words, no_word, words).tokens
+    )
+
+    # two equal shapes in channel 0 (rows 3 and 12, column 8) and an anchor in channel 1
+    def place(anchor_row):
+        f = torch.zeros(1, 4, 16, 16)
+        f[0, 0, 3, 8] = f[0, 0, 12, 8] = 5.0
+        f[0, 1, anchor_row, 2] = 5.0
+        eyes.features = lambda image, words: f
+        return eyes(image, words, no_word, words).outputs["keypoints_xy"][0]  # [2,2]
+
+    with torch.no_grad():
+        eyes.to_scores.weight.zero_()
+        eyes.to_scores.weight[0, 0] = eyes.to_scores.weight[1, 1] = 1.0  # keypoint k: channel k
+        eyes.log_temperature.fill_(4.0)
+        eyes.to_direction.weight.zero_()
+    row = lambda r: (r + 0.5) / 16 * 2 - 1  # noqa: E731  (a pixel's centre in [-1,1])
+    xy = place(anchor_row=2)
+    assert torch.allclose(xy[0, 1], torch.tensor((row(3) + row(12)) / 2), atol=1e-3)  # between
+    with torch.no_grad():
+        eyes.to_relative.bias.copy_(torch.tensor([0.0, 0.0, -1.0, 0.0]))  # the nearer, higher
+    xy = place(anchor_row=2)
+    assert torch.allclose(xy[1], torch.tensor([row(2), row(2)]), atol=1e-3)  # keypoint 1
+    assert torch.allclose(xy[0], torch.tensor([row(8), row(3)]), atol=1e-3)  # the upper shape
+    xy = place(anchor_row=13)
+    assert torch.allclose(xy[0], torch.tensor([row(8), row(12)]), atol=1e-3)  # the lower one
 
 
 def test_features_are_the_convolutions_of_pixels_and_coordinates_laid_out_plane_by_plane():

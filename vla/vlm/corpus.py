@@ -3,7 +3,7 @@
     data/vlm-<hash of the config>/
         scenes.npz      image uint8 [N,H,W,3], pairs int [N,M] (-1: no shape), centres [N,M,2],
                         reached int [N] (the shape drawn dimmed, as reached; -1: none)
-        examples.npz    scene int [E], family int [E], target int [E], question/answer str [E]
+        examples.npz    scene, family, target, anchor int [E], question/answer str [E]
         manifest.json   the config, counts per family, what is held out, seconds to build
 
 A scene is drawn like the env draws one (`vla.envs.scene`), with the effector somewhere, but
@@ -31,7 +31,7 @@ from vla.envs.grammar import HELD_OUT_PAIRS, HELD_OUT_RELATIONS
 from vla.errors import ConfigError
 from vla.vlm.questions import FAMILIES, Holdout, ask
 
-CORPUS_VERSION = 3  # part of the hash: a change to how examples are drawn rebuilds the corpus
+CORPUS_VERSION = 4  # part of the hash: a change to how examples are drawn rebuilds the corpus
 EFFECTOR_RADIUS = 0.025  # the env's
 
 
@@ -151,8 +151,8 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         for family in families:
             q = ask(rng, family, pairs, centres, cfg.holdout, reached)
             if q is not None:
-                rows.append((n, FAMILIES.index(q.family), q.target, q.question, q.answer))
-    scene_idx, family, target, question, answer = zip(*rows, strict=True)
+                rows.append((n, FAMILIES.index(q.family), q.target, q.anchor, q.question, q.answer))
+    scene_idx, family, target, anchor, question, answer = zip(*rows, strict=True)
     return dict(
         image=images,
         pairs=all_pairs,
@@ -161,6 +161,7 @@ def generate(cfg: CorpusConfig) -> dict[str, np.ndarray]:
         scene=np.array(scene_idx, np.int64),
         family=np.array(family, np.int64),
         target=np.array(target, np.int64),
+        anchor=np.array(anchor, np.int64),
         question=np.array(question),
         answer=np.array(answer),
     )
@@ -181,7 +182,7 @@ def ensure_corpus(root, cfg: CorpusConfig) -> dict[str, np.ndarray]:
         np.savez(
             tmp / "scenes.npz", **{k: data[k] for k in ("image", "pairs", "centres", "reached")}
         )
-        examples = ("scene", "family", "target", "question", "answer")
+        examples = ("scene", "family", "target", "anchor", "question", "answer")
         np.savez(tmp / "examples.npz", **{k: data[k] for k in examples})
         counts = np.bincount(data["family"], minlength=len(FAMILIES))
         manifest = dict(

@@ -23,7 +23,10 @@ from vla.vlm.vocab import VLMTokenizer
 IMAGE, STATE, TOKENS, HAS_STATE = "image", "state", "tokens", "has_state"
 SUFFIX, TARGETS, FAMILY, CENTRE = "suffix", "targets", "family", "centre"
 TARGETED = "targeted"  # whether CENTRE is the centre of a shape the example is about
-BATCH_KEYS = (IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE, TARGETED)
+ANCHOR, ANCHORED = "anchor", "anchored"  # the shape a relation is measured from, if any
+BATCH_KEYS = (
+    IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE, TARGETED, ANCHOR, ANCHORED
+)  # fmt: skip
 ACTION_FAMILY = -1  # FAMILY of a demonstration step
 
 
@@ -46,6 +49,9 @@ class CorpusTensors:
         centres = corpus["centres"][corpus["scene"], np.maximum(corpus["target"], 0)]
         self.centre = torch.from_numpy(centres.astype(np.float32))  # [E,2]
         self.targeted = torch.from_numpy(corpus["target"] >= 0)  # [E]
+        anchors = corpus["centres"][corpus["scene"], np.maximum(corpus["anchor"], 0)]
+        self.anchor = torch.from_numpy(anchors.astype(np.float32))  # [E,2]
+        self.anchored = torch.from_numpy(corpus["anchor"] >= 0)  # [E]
         self.tokens = tokenizer.encode(list(corpus["question"]))  # [E,L]
         answers = [
             tokenizer.point_text(c) if a == "point" else str(a)
@@ -71,6 +77,8 @@ class CorpusTensors:
             FAMILY: self.family[idx],
             CENTRE: self.centre[idx],
             TARGETED: self.targeted[idx],
+            ANCHOR: self.anchor[idx],
+            ANCHORED: self.anchored[idx],
         }
 
 
@@ -106,6 +114,8 @@ class DemoTensors:
             FAMILY: torch.full((B,), ACTION_FAMILY),
             CENTRE: self.target[idx],
             TARGETED: torch.ones(B, dtype=torch.bool),
+            ANCHOR: torch.zeros(B, 2),  # the demonstrations do not say what a relation is from
+            ANCHORED: torch.zeros(B, dtype=torch.bool),
         }
 
 

@@ -172,16 +172,22 @@ class VLMDataModule(L.LightningDataModule):
     def evaluate(self, policy) -> dict:
         """metrics.json's `answers`: per-family accuracy on every held-out scene, on the
         examples that name one of the env's held-out pairs (what the control corpus never
-        names), and how often keypoint 0 is on the shape asked about (`keypoint_on_shape`);
-        `corpus`: what the training corpus held."""
+        names), and how often keypoint 0 is on the shape asked about (`keypoint_on_shape`;
+        with the relative eyes also keypoint 1 on the shape a relation is measured from,
+        `anchor_on_shape`); `corpus`: what the training corpus held."""
         from vla.vlm.module import score_answers, score_grounding
 
+        relative = getattr(policy.vision, "relative", False)
         families, hits, eyes_families, eyes_hits = [], [], [], []
+        anchor_families, anchor_hits = [], []
         for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
             f, h = score_answers(policy, batch)
             families, hits = families + f, hits + h
             f, h = score_grounding(policy, batch)
             eyes_families, eyes_hits = eyes_families + f, eyes_hits + h
+            if relative:
+                f, h = score_grounding(policy, batch, anchor=True)
+                anchor_families, anchor_hits = anchor_families + f, anchor_hits + h
         names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
         questions = policy.tokenizer.decode(self.eval_c.tokens)
         held = [
@@ -195,10 +201,14 @@ class VLMDataModule(L.LightningDataModule):
             held_out_pairs=per_family(pick(families), pick(hits)),
             keypoint_on_shape=on_shape,
         )
+        if anchor_families:
+            answers["anchor_on_shape"] = per_family(anchor_families, anchor_hits)
         for f, v in answers["all"].items():
             line = f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}"
             if f in on_shape and f != "mean":
                 line += f"; keypoint 0 on the shape {on_shape[f]['accuracy']:.1%}"
+            if f in (anchor := answers.get("anchor_on_shape", {})) and f != "mean":
+                line += f"; keypoint 1 on the anchor {anchor[f]['accuracy']:.1%}"
             log.info(line)
         corpus = self.raw["corpus"]["manifest"] | {"path": str(self.dir)}
         return dict(

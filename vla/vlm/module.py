@@ -24,6 +24,8 @@ from vla.models.language import PAD_ID
 from vla.training.optimizer import configure_optimizers
 from vla.vlm.data import (
     ACTION_FAMILY,
+    ANCHOR,
+    ANCHORED,
     CENTRE,
     FAMILY,
     HAS_STATE,
@@ -66,12 +68,14 @@ def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str
 
 @torch.no_grad()
 def score_grounding(
-    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS
+    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, anchor=False
 ) -> tuple[list[str], list[bool]]:
     """Whether keypoint 0 lies within `radius` of the shape each corpus example is about (the
     examples that have one): (family names, hits). Beside the answers it tells eyes that do
-    not find the shape from a read-out that does not put what they found into words."""
-    keep = (batch[FAMILY] != ACTION_FAMILY) & batch[TARGETED]
+    not find the shape from a read-out that does not put what they found into words.
+    anchor: keypoint 1 and the shape a relation is measured from instead."""
+    k, centre, has = (1, ANCHOR, ANCHORED) if anchor else (0, CENTRE, TARGETED)
+    keep = (batch[FAMILY] != ACTION_FAMILY) & batch[has]
     if not keep.any():
         return [], []
     with policy.inference():
@@ -80,8 +84,8 @@ def score_grounding(
         )
     if "keypoints_xy" not in outputs:
         return [], []
-    xy = (outputs["keypoints_xy"][:, 0] + 1) / 2  # [n,2] image [-1,1] -> arena [0,1]
-    hits = (xy - batch[CENTRE][keep]).norm(dim=-1) <= radius  # [n]
+    xy = (outputs["keypoints_xy"][:, k] + 1) / 2  # [n,2] image [-1,1] -> arena [0,1]
+    hits = (xy - batch[centre][keep]).norm(dim=-1) <= radius  # [n]
     return [FAMILIES[f] for f in batch[FAMILY][keep].tolist()], hits.tolist()
 
 
@@ -97,6 +101,13 @@ def action_mse(policy: VLMPolicy, batch: dict[str, Tensor]) -> Tensor | None:
     first = batch[TARGETS][keep][:, : policy.action_dim]  # [n,A] tokens of step 0
     target = policy.action_bins.from_tokens(first, policy.tokenizer.action_start)[:, 0]  # [n,A]
     return (chunk[:, 0] - target).square().sum(-1).mean()
+
+
+def keypoint_mse(xy: Tensor, centre: Tensor, has: Tensor) -> Tensor:
+    """Squared distance of keypoints xy [B,2] (image [-1,1]) from shape centres [B,2] (arena
+    [0,1]), averaged over the examples that have a shape (`has` [B])."""
+    err = (xy - (2 * centre - 1)).square().sum(-1)  # [B]
+    return (err * has.float()).sum() / has.float().sum().clamp(min=1)
 
 
 def load_init(policy: VLMPolicy, path) -> str:
@@ -120,22 +131,32 @@ class VLMModule(L.LightningModule):
     checkpoint stores to rebuild the policy and its env (None: no env, stage 1);
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
     instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
-    the default policy."""
+    the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation is
+    measured from (the relative eyes; 0: off)."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
         self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
         policy_config: dict | None = None, env_config: dict | None = None,
-        keypoint_weight: float = 0.0,
+        keypoint_weight: float = 0.0, anchor_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
-        if keypoint_weight < 0:
-            raise ConfigError(f"bc.keypoint_weight={keypoint_weight} must be >= 0")
+        for name, weight in dict(
+            keypoint_weight=keypoint_weight, anchor_weight=anchor_weight
+        ).items():
+            if weight < 0:
+                raise ConfigError(f"bc.{name}={weight} must be >= 0")
+        if anchor_weight > 0 and not getattr(policy.vision, "relative", False):
+            raise ConfigError(
+                f"bc.anchor_weight={anchor_weight} pulls keypoint 1 onto the shape a relation is "
+                "measured from, which only the relative eyes read: set "
+                "model.vision.relative=true or bc.anchor_weight=0"
+            )
         self.policy = policy
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
-        self.keypoint_weight = keypoint_weight
+        self.keypoint_weight, self.anchor_weight = keypoint_weight, anchor_weight
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
@@ -166,13 +187,15 @@ class VLMModule(L.LightningModule):
         for name, sel in (("loss_answers", real & ~is_action), ("loss_actions", is_action)):
             if sel.any():
                 logs[name] = ce[sel].mean().detach()
-        if self.keypoint_weight > 0 and "keypoints_xy" in outputs:
-            xy = outputs["keypoints_xy"][:, 0]  # [B,2] in [-1,1]
-            has = batch[TARGETED].float()  # [B]
-            err = (xy - (2 * batch[CENTRE] - 1)).square().sum(-1)  # [B]
-            mse = (err * has).sum() / has.sum().clamp(min=1)
-            loss = loss + self.keypoint_weight * mse
-            logs["keypoint_mse"] = mse.detach()
+        pulls = (
+            ("keypoint_mse", self.keypoint_weight, 0, CENTRE, TARGETED),
+            ("anchor_mse", self.anchor_weight, 1, ANCHOR, ANCHORED),
+        )
+        for name, weight, k, centre, has in pulls:
+            if weight > 0 and "keypoints_xy" in outputs:
+                mse = keypoint_mse(outputs["keypoints_xy"][:, k], batch[centre], batch[has])
+                loss = loss + weight * mse
+                logs[name] = mse.detach()
         return loss, logs
 
     def _logged_step(self, batch, split: str):

@@ -72,6 +72,7 @@ class Question:
     question: str
     answer: str  # words, or "point" for pointing (the tokenizer writes the loc tokens)
     target: int = -1  # the object asked about (-1: none)
+    anchor: int = -1  # the object a relation is measured from: "nearest the X", "above the X"
 
 
 def _name(pair: int) -> str:
@@ -122,7 +123,9 @@ def relation(rng, pairs, centres, hold: Holdout) -> Question | None:
     if not found:
         return None
     ref, target = found[int(rng.integers(len(found)))]
-    return Question("relation", f"what is the {referent_text(ref)}", _name(pairs[target]), target)
+    anchor = resolve(ref.reference, pairs, centres) if isinstance(ref, Relation) else -1
+    text = f"what is the {referent_text(ref)}"
+    return Question("relation", text, _name(pairs[target]), target, anchor)
 
 
 def spatial(rng, pairs, centres, hold: Holdout) -> Question | None:
@@ -143,7 +146,7 @@ def spatial(rng, pairs, centres, hold: Holdout) -> Question | None:
         return None
     i, j, rel = options[int(rng.integers(len(options)))]
     text = f"is the {_name(pairs[i])} {rel} the {_name(pairs[j])}"
-    return Question("spatial", text, "yes" if want else "no", i)
+    return Question("spatial", text, "yes" if want else "no", i, j)
 
 
 def count(rng, pairs, centres, hold: Holdout) -> Question | None:

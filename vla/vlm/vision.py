@@ -22,6 +22,17 @@ becomes a channel direction added to that keypoint's 1x1 score conv (zero at the
 training begins from the FiLM eyes). The mean of the words cannot say which of two named
 shapes comes first ("is the red circle above the blue square"); a keypoint that attends to
 the first noun phrase can (measured in docs/vlm.md, round 7).
+
+With `relative` (a candidate, docs/vlm.md round 19), keypoint 0 also scores each pixel by where
+it lies from keypoint 1: "the shape nearest the red circle" is a distance from another shape's
+place, which no 3x3 feature can see. Keypoint 1's map is softmaxed first; its place a gives
+four maps, dx, dy, the distance d and a bump exp(-(d/0.2)^2) (the anchor's own shape), and
+what keypoint 0 read from the words weighs them (zero at the start):
+
+    w_1 = softmax(scores_1)   a = w_1 @ (x, y)   scores_0 += [x - a_x, y - a_y, d, bump] @ Linear(read_0)
+
+A training-only loss can pull keypoint 1 onto the shape a relation is measured from
+(`VLMModule`'s anchor_weight).
 """
 
 from __future__ import annotations
@@ -45,15 +56,22 @@ class FiLMConvVision(nn.Module):
         num_keypoints: K spatial-softmax keypoints, each with its glimpse.
         word_queries: each keypoint's score map also follows its own attention over the words
             (False: the eyes of checkpoints written before it, which load as they were).
+        relative: keypoint 0's map also scores where pixels lie from keypoint 1 (needs
+            word_queries and 2 keypoints).
     """
 
     def __init__(
         self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8,
-        word_queries: bool = False,
+        word_queries: bool = False, relative: bool = False,
     ):  # fmt: skip
         super().__init__()
         if channels < 1 or num_keypoints < 1:
             raise ConfigError(f"channels={channels} and num_keypoints={num_keypoints} must be >= 1")
+        if relative and not (word_queries and num_keypoints >= 2):
+            raise ConfigError(
+                f"relative=true needs word_queries=true and num_keypoints >= 2 "
+                f"(got word_queries={word_queries}, num_keypoints={num_keypoints})"
+            )
         C, K = channels, num_keypoints
         self.image_size, self.num_tokens = image_size, K + 2
         self.conv1 = nn.Conv2d(5, C, 3, padding=1)  # [B,5,H,W] -> [B,C,H,W]
@@ -77,6 +95,11 @@ class FiLMConvVision(nn.Module):
             self.to_direction = nn.Linear(d_model, C)  # what a keypoint read [B,K,D] -> [B,K,C]
             nn.init.zeros_(self.to_direction.weight)
             nn.init.zeros_(self.to_direction.bias)
+        self.relative = relative
+        if relative:
+            self.to_relative = nn.Linear(d_model, 4)  # what keypoint 0 read [B,D] -> [B,4]
+            nn.init.zeros_(self.to_relative.weight)
+            nn.init.zeros_(self.to_relative.bias)
 
     def features(self, image: Tensor, words: Tensor) -> Tensor:
         """image uint8 [B,H,W,3], pooled words [B,D] -> F [B,C,H,W]."""
@@ -90,14 +113,30 @@ class FiLMConvVision(nn.Module):
         gamma, beta = rearrange(self.to_gamma_beta(words), "b (two c) -> two b c 1 1", two=2)
         return nn.functional.gelu(h * (1 + gamma) + beta)  # [B,C,H,W]
 
-    def directions(self, text: Tensor, no_word: Tensor) -> Tensor:
-        """Positioned words [B,L,D], PAD mask [B,L] -> each keypoint's channel direction [B,K,C]:
-        its query's softmax attention over the words, projected to the feature channels."""
+    def read(self, text: Tensor, no_word: Tensor) -> Tensor:
+        """Positioned words [B,L,D], PAD mask [B,L] -> what each keypoint's query reads [B,K,D]
+        (its softmax attention over the words)."""
         keys = self.to_keys(text)  # [B,L,D]
         logits = torch.einsum("kd,bld->bkl", self.queries, keys) / keys.shape[-1] ** 0.5
         attn = logits.masked_fill(no_word[:, None], float("-inf")).softmax(-1)  # [B,K,L]
         attn = attn.nan_to_num(0.0)  # an all-PAD instruction reads nothing
-        return self.to_direction(attn @ text)  # [B,K,L] @ [B,L,D] -> [B,K,D] -> [B,K,C]
+        return attn @ text  # [B,K,L] @ [B,L,D] -> [B,K,D]
+
+    def weights(self, scores: Tensor, first: int = 0) -> Tensor:
+        """Score maps [B,k,H*W] of keypoints first.. -> spatial softmax weights [B,k,H*W]
+        (each map standardised, then sharpened by its keypoint's learned temperature)."""
+        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,k,1]
+        temperature = self.log_temperature[first : first + scores.shape[1]].exp()  # [k,1]
+        return ((scores - mean) / (std + 1e-5) * temperature).softmax(-1)
+
+    def relative_scores(self, scores: Tensor, read0: Tensor) -> Tensor:
+        """Score maps [B,K,H*W], keypoint 0's read [B,D] -> keypoint 0's extra score [B,H*W]:
+        the pixels' offset and distance from keypoint 1's place, weighed by the words."""
+        anchor = self.weights(scores[:, 1:2], first=1) @ self.grid_xy  # [B,1,2]
+        delta = self.grid_xy - anchor  # [H*W,2] - [B,1,2] -> [B,H*W,2]
+        d = (delta.square().sum(-1, keepdim=True) + 1e-6).sqrt()  # [B,H*W,1]
+        maps = torch.cat([delta, d, torch.exp(-((d / 0.2) ** 2))], -1)  # [B,H*W,4]
+        return torch.einsum("bpm,bm->bp", maps, self.to_relative(read0))  # [B,H*W]
 
     def forward(self, image: Tensor, words: Tensor, no_word: Tensor, text: Tensor) -> TokenGroup:
         """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates).
@@ -109,11 +148,14 @@ class FiLMConvVision(nn.Module):
         f = self.features(image, masked_mean(words, no_word))  # [B,C,H,W]
         scores = self.to_scores(f)  # [B,K,H,W]
         if self.word_queries:
-            u = self.directions(text, no_word)  # [B,K,C]
+            read = self.read(text, no_word)  # [B,K,D]
+            u = self.to_direction(read)  # each keypoint's channel direction [B,K,C]
             scores = scores + torch.einsum("bkc,bchw->bkhw", u, f)  # [B,K,H,W]
         scores = rearrange(scores, "b k h w -> b k (h w)")  # [B,K,H*W]
-        std, mean = torch.std_mean(scores, dim=-1, keepdim=True)  # [B,K,1]
-        w = ((scores - mean) / (std + 1e-5) * self.log_temperature.exp()).softmax(-1)
+        if self.relative:  # keypoint 1 first, then keypoint 0 from where it is
+            extra = self.relative_scores(scores, read[:, 0])  # [B,H*W]
+            scores = torch.cat([scores[:, :1] + extra[:, None], scores[:, 1:]], 1)
+        w = self.weights(scores)  # [B,K,H*W]
         flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
         xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
         glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
