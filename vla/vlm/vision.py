@@ -23,16 +23,18 @@ training begins from the FiLM eyes). The mean of the words cannot say which of t
 shapes comes first ("is the red circle above the blue square"); a keypoint that attends to
 the first noun phrase can (measured in docs/vlm.md, round 7).
 
-With `relative` (a candidate, docs/vlm.md round 19), keypoint 0 also scores each pixel by where
-it lies from keypoint 1: "the shape nearest the red circle" is a distance from another shape's
-place, which no 3x3 feature can see. Keypoint 1's map is softmaxed first; its place a gives
-four maps, dx, dy, the distance d and a bump exp(-(d/0.2)^2) (the anchor's own shape), and
-what keypoint 0 read from the words weighs them (zero at the start):
+With `relative` (on in `model=vlm_small`; docs/vlm.md, round 19), keypoint 0 also scores each
+pixel by where it lies from keypoint 1: "the shape nearest the red circle" is a distance from
+another shape's place, which no 3x3 feature can see. Keypoint 1's map is softmaxed first; its
+place a gives four maps, dx, dy, the distance d and a bump exp(-(d/0.2)^2) (the anchor's own
+shape), and what keypoint 0 read from the words weighs them (zero at the start):
 
-    w_1 = softmax(scores_1)   a = w_1 @ (x, y)   scores_0 += [x - a_x, y - a_y, d, bump] @ Linear(read_0)
+    w_1 = softmax(scores_1)   a = w_1 @ (x, y)
+    scores_0 += [x - a_x, y - a_y, d, bump] @ Linear(read_0)
 
-A training-only loss can pull keypoint 1 onto the shape a relation is measured from
-(`VLMModule`'s anchor_weight).
+A training-only loss pulls keypoint 1 onto the shape a relation is measured from
+(`VLMModule`'s anchor_weight): "nearest" in 3-4 shape scenes went from 17-28% to 42-78% of
+answers, and "nearest" episodes from 41-61% to 82-87% success (round 19, four seeds).
 """
 
 from __future__ import annotations
