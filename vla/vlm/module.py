@@ -68,12 +68,12 @@ def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str
 
 @torch.no_grad()
 def score_grounding(
-    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, anchor=False
+    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, anchor: bool = False
 ) -> tuple[list[str], list[bool]]:
     """Whether keypoint 0 lies within `radius` of the shape each corpus example is about (the
     examples that have one): (family names, hits). Beside the answers it tells eyes that do
     not find the shape from a read-out that does not put what they found into words.
-    anchor: keypoint 1 and the shape a relation is measured from instead."""
+    anchor: keypoint 1 and the shape a relation or spatial question is measured from."""
     k, centre, has = (1, ANCHOR, ANCHORED) if anchor else (0, CENTRE, TARGETED)
     keep = (batch[FAMILY] != ACTION_FAMILY) & batch[has]
     if not keep.any():
@@ -131,8 +131,8 @@ class VLMModule(L.LightningModule):
     checkpoint stores to rebuild the policy and its env (None: no env, stage 1);
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
     instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
-    the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation is
-    measured from (the relative eyes; 0: off)."""
+    the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation or
+    spatial question is measured from (the relative eyes; 0: off)."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 

@@ -59,7 +59,7 @@ class FiLMConvVision(nn.Module):
         word_queries: each keypoint's score map also follows its own attention over the words
             (False: the eyes of checkpoints written before it, which load as they were).
         relative: keypoint 0's map also scores where pixels lie from keypoint 1 (needs
-            word_queries and 2 keypoints).
+            word_queries and at least 2 keypoints).
     """
 
     def __init__(
@@ -156,7 +156,7 @@ class FiLMConvVision(nn.Module):
         scores = rearrange(scores, "b k h w -> b k (h w)")  # [B,K,H*W]
         if self.relative:  # keypoint 1 first, then keypoint 0 from where it is
             extra = self.relative_scores(scores, read[:, 0])  # [B,H*W]
-            scores = torch.cat([scores[:, :1] + extra[:, None], scores[:, 1:]], 1)
+            scores = torch.cat([scores[:, :1] + extra[:, None], scores[:, 1:]], 1)  # [B,K,H*W]
         w = self.weights(scores)  # [B,K,H*W]
         flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
         xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
