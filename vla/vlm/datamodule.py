@@ -174,8 +174,7 @@ class VLMDataModule(L.LightningDataModule):
         examples that name one of the env's held-out pairs (what the control corpus never
         names), and how often keypoint 0 is on the shape asked about (`keypoint_on_shape`;
         with the relative eyes also keypoint 1 on the shape a relation or spatial question is
-        measured from,
-        `anchor_on_shape`); `corpus`: what the training corpus held."""
+        measured from, `anchor_on_shape`); `corpus`: what the training corpus held."""
         from vla.vlm.module import score_answers, score_grounding
 
         relative = getattr(policy.vision, "relative", False)
