@@ -177,7 +177,6 @@ class VLMDataModule(L.LightningDataModule):
         measured from, `anchor_on_shape`); `corpus`: what the training corpus held."""
         from vla.vlm.module import score_answers, score_grounding
 
-        relative = getattr(policy.vision, "relative", False)
         families, hits, eyes_families, eyes_hits = [], [], [], []
         anchor_families, anchor_hits = [], []
         for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
@@ -185,7 +184,7 @@ class VLMDataModule(L.LightningDataModule):
             families, hits = families + f, hits + h
             f, h = score_grounding(policy, batch)
             eyes_families, eyes_hits = eyes_families + f, eyes_hits + h
-            if relative:
+            if policy.vision.relative:
                 f, h = score_grounding(policy, batch, anchor=True)
                 anchor_families, anchor_hits = anchor_families + f, anchor_hits + h
         names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
@@ -196,19 +195,20 @@ class VLMDataModule(L.LightningDataModule):
         ]
         pick = lambda xs: [x for x, k in zip(xs, held, strict=True) if k]  # noqa: E731
         on_shape = per_family(eyes_families, eyes_hits) if eyes_families else {}
+        on_anchor = per_family(anchor_families, anchor_hits) if anchor_families else {}
         answers = dict(
             all=per_family(families, hits),
             held_out_pairs=per_family(pick(families), pick(hits)),
             keypoint_on_shape=on_shape,
         )
-        if anchor_families:
-            answers["anchor_on_shape"] = per_family(anchor_families, anchor_hits)
+        if on_anchor:
+            answers["anchor_on_shape"] = on_anchor
         for f, v in answers["all"].items():
             line = f"answers on held-out scenes, {f:<10} {v['accuracy']:.1%} of {v.get('n', '')}"
             if f in on_shape and f != "mean":
                 line += f"; keypoint 0 on the shape {on_shape[f]['accuracy']:.1%}"
-            if f in (anchor := answers.get("anchor_on_shape", {})) and f != "mean":
-                line += f"; keypoint 1 on the anchor {anchor[f]['accuracy']:.1%}"
+            if f in on_anchor and f != "mean":
+                line += f"; keypoint 1 on the anchor {on_anchor[f]['accuracy']:.1%}"
             log.info(line)
         corpus = self.raw["corpus"]["manifest"] | {"path": str(self.dir)}
         return dict(

@@ -147,7 +147,7 @@ class VLMModule(L.LightningModule):
         ).items():
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
-        if anchor_weight > 0 and not getattr(policy.vision, "relative", False):
+        if anchor_weight > 0 and not policy.vision.relative:
             raise ConfigError(
                 f"bc.anchor_weight={anchor_weight} pulls keypoint 1 onto the shape a relation is "
                 "measured from, which only the relative eyes read: set "
