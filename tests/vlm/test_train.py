@@ -13,7 +13,7 @@ from vla.eval.visualize import visualize
 from vla.pretrained.folder import read_pretrained
 from vla.training.train import train
 from vla.vlm.model import VLMPolicy
-from vla.vlm.paired import compare
+from vla.vlm.paired import compare, held_out_hits
 from vla.vlm.questions import FAMILIES
 
 TINY = [
@@ -45,6 +45,10 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
     assert rows["all"]["n"] == sum(
         v.get("n", 0) for f, v in vlm["answers"]["all"].items() if f != "mean"
     )
+    corpora = set((tmp_path / "data").iterdir())
+    scenes, _, _ = held_out_hits(tmp_path / "vlm", seed=1_234_567)  # fresh scenes, same config
+    assert scenes["seed"] == 1_234_567 and scenes["num_scenes"] == 10
+    assert len(set((tmp_path / "data").iterdir()) - corpora) == 1  # generated and cached
 
     rt2_args = [
         "experiment=rt2", *TINY, *ROLLOUTS, data, f"model.init_from={tmp_path}/vlm",

@@ -3,17 +3,20 @@ often only one of them is, and the exact McNemar p-value (the test the suite use
 two policies on the same episodes).
 
     python -m vla.vlm.paired <run A> <run B>      # run folders of experiment=vlm or rt2
+    python -m vla.vlm.paired <run A> <run B> --seed 1600000000   # fresh scenes, same config
 
 Each run's last checkpoint (the weights its metrics.json's `answers` were measured on) answers
 the run's held-out scenes (metrics.json's `eval_corpus`, read from the run's data folder, or
 generated again, as deterministic as the first time). Both runs must have been scored on the
-same scenes; a pair that was not is refused.
+same scenes; a pair that was not is refused. `--seed` draws fresh scenes of the same config
+from another generator seed: a block no run was ever scored or selected on.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -28,8 +31,9 @@ from vla.vlm.module import score_answers
 from vla.vlm.questions import FAMILIES
 
 
-def held_out_hits(run: Path) -> tuple[dict, list[str], list[bool]]:
-    """(the held-out corpus's config, family of each example, whether run's answer is right)."""
+def held_out_hits(run: Path, seed: int | None = None) -> tuple[dict, list[str], list[bool]]:
+    """(the held-out corpus's config, family of each example, whether run's answer is right),
+    on the run's held-out scenes or, given a seed, on fresh ones drawn the same way."""
     if not (run / "metrics.json").is_file():
         raise ConfigError(f"{run} is not a finished VLM run: it has no metrics.json")
     metrics = json.loads((run / "metrics.json").read_text())
@@ -39,6 +43,8 @@ def held_out_hits(run: Path) -> tuple[dict, list[str], list[bool]]:
         eval_cfg = corpus_config(metrics["eval_corpus"])
     except ConfigError as error:  # a run of another version of the code
         raise ConfigError(f"{run}: {error}") from None
+    if seed is not None:
+        eval_cfg = replace(eval_cfg, seed=seed)
     policy, _ = load_policy(run / "checkpoints" / "last.ckpt", need_env=False)
     data = metrics["corpus"]["path"]  # the run's data.dir: cached there, or generated again
     corpus = CorpusTensors(ensure_corpus(data, eval_cfg), policy.tokenizer)
@@ -46,14 +52,14 @@ def held_out_hits(run: Path) -> tuple[dict, list[str], list[bool]]:
     for batch in fixed_batches(corpus, torch.arange(len(corpus)), 256):
         f, h = score_answers(policy, batch)
         families, hits = families + f, hits + h
-    return metrics["eval_corpus"], families, hits
+    return asdict(eval_cfg), families, hits
 
 
-def compare(run_a: Path, run_b: Path) -> dict:
+def compare(run_a: Path, run_b: Path, seed: int | None = None) -> dict:
     """Per family and for all families together: each run's accuracy with its 95% interval,
     the examples only A / only B answers right, and McNemar's p."""
-    scenes_a, families, a = held_out_hits(run_a)
-    scenes_b, families_b, b = held_out_hits(run_b)
+    scenes_a, families, a = held_out_hits(run_a, seed)
+    scenes_b, families_b, b = held_out_hits(run_b, seed)
     if corpus_config(scenes_a) != corpus_config(scenes_b) or families != families_b:
         raise ConfigError(f"{run_a} and {run_b} were scored on different held-out scenes: "
                           f"{scenes_a} against {scenes_b}")  # fmt: skip
@@ -78,10 +84,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_a", type=Path)
     parser.add_argument("run_b", type=Path)
+    parser.add_argument("--seed", type=int, help="fresh held-out scenes from this generator seed")
     parser.add_argument("--json", type=Path, help="also write the table here")
     args = parser.parse_args(argv)
     try:
-        rows = compare(args.run_a, args.run_b)
+        rows = compare(args.run_a, args.run_b, args.seed)
     except UserError as error:  # one line, status 2, as the scripts print it (vla.cli)
         parser.exit(2, f"{error}\n")
     print(f"A: {args.run_a}\nB: {args.run_b}")
