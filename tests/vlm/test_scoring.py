@@ -100,30 +100,3 @@ def test_keypoint_1_on_the_anchor_and_the_pull_onto_it():
     assert torch.isclose(loss - plain.model_step(batch)[0], 2 * logs["anchor_mse"], atol=1e-5)
     with pytest.raises(ConfigError, match="model.vision.relative=true or bc.anchor_weight=0"):
         VLMModule(small_policy(), torch.optim.AdamW, anchor_weight=1.0)
-
-
-def test_the_spread_pull_adds_each_targeted_maps_spread_to_its_means_error():
-    policy = small_policy(vision=RELATIVE)
-    image, state, tokens = inputs(policy)
-    no_state = torch.zeros(3, dtype=torch.bool)
-    with torch.no_grad():
-        _, _, out = policy.prefix(image, state, tokens, no_state)
-    targets = torch.tensor([[5, 0], [6, 0], [7, 0]])  # any answer tokens
-    batch = {
-        IMAGE: image, STATE: state, TOKENS: tokens, HAS_STATE: no_state,
-        SUFFIX: targets, TARGETS: targets, FAMILY: torch.full((3,), FAMILIES.index("relation")),
-        CENTRE: torch.tensor([[0.3, 0.6], [0.5, 0.5], [0.9, 0.1]]),
-        TARGETED: torch.tensor([True, True, False]),  # the third is about no shape
-        ANCHOR: torch.zeros(3, 2), ANCHORED: torch.zeros(3, dtype=torch.bool),
-    }  # fmt: skip
-    whole = VLMModule(policy, torch.optim.AdamW, keypoint_weight=1.0, keypoint_spread=True)
-    mean_only = VLMModule(policy, torch.optim.AdamW, keypoint_weight=1.0)
-    with torch.no_grad():
-        (loss, logs), (plain_loss, plain_logs) = (
-            whole.model_step(batch),
-            mean_only.model_step(batch),
-        )
-    spread = out["keypoints_spread"][:2, 0].mean()  # keypoint 0 of the two targeted examples
-    assert spread > 0
-    torch.testing.assert_close(logs["keypoint_mse"], plain_logs["keypoint_mse"] + spread)
-    torch.testing.assert_close(loss, plain_loss + spread)

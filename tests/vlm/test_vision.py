@@ -137,25 +137,6 @@ def test_relative_eyes_start_as_the_word_query_eyes_and_then_pick_the_shape_near
     assert torch.allclose(xy[0], torch.tensor([row(8), row(12)]), atol=1e-3)  # the lower one
 
 
-def test_a_maps_spread_is_its_expected_squared_distance_from_its_mean():
-    torch.manual_seed(0)
-    eyes = FiLMConvVision(16, 8, channels=4, num_keypoints=2, word_queries=True)
-    image = torch.randint(0, 256, (1, 16, 16, 3), dtype=torch.uint8)
-    words, no_word = torch.randn(1, 3, 8), torch.zeros(1, 3, dtype=torch.bool)
-    f = torch.zeros(1, 4, 16, 16)
-    f[0, 0, 3, 8] = f[0, 0, 12, 8] = 5.0  # keypoint 0: two equal peaks, 9 rows apart
-    f[0, 1, 6, 2] = 5.0  # keypoint 1: one peak
-    eyes.features = lambda image, words: f
-    with torch.no_grad():
-        eyes.to_scores.weight.zero_()
-        eyes.to_scores.weight[0, 0] = eyes.to_scores.weight[1, 1] = 1.0
-        eyes.log_temperature.fill_(4.0)
-        eyes.to_direction.weight.zero_()
-        spread = eyes(image, words, no_word, words).outputs["keypoints_spread"][0]  # [2]
-    half = 9 / 2 * 2 / 16  # half the peaks' distance in image units ([-1,1] over 16 pixels)
-    torch.testing.assert_close(spread, torch.tensor([half**2, 0.0]), atol=1e-4, rtol=0)
-
-
 def test_features_are_the_convolutions_of_pixels_and_coordinates_laid_out_plane_by_plane():
     torch.manual_seed(0)
     eyes = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=3)

@@ -132,16 +132,14 @@ class VLMModule(L.LightningModule):
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
     instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
     the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation or
-    spatial question is measured from (the relative eyes; 0: off); keypoint_spread: each pull
-    is the whole map's expected squared distance from the shape, the mean's error plus the
-    map's spread, so that a map split between two shapes pays for it (docs/vlm.md, round 21)."""
+    spatial question is measured from (the relative eyes; 0: off)."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
         self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
         policy_config: dict | None = None, env_config: dict | None = None,
-        keypoint_weight: float = 0.0, anchor_weight: float = 0.0, keypoint_spread: bool = False,
+        keypoint_weight: float = 0.0, anchor_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
         for name, weight in dict(
@@ -159,7 +157,6 @@ class VLMModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
         self.keypoint_weight, self.anchor_weight = keypoint_weight, anchor_weight
-        self.keypoint_spread = keypoint_spread
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
@@ -197,10 +194,6 @@ class VLMModule(L.LightningModule):
         for name, weight, k, centre, has in pulls:
             if weight > 0 and "keypoints_xy" in outputs:
                 mse = keypoint_mse(outputs["keypoints_xy"][:, k], batch[centre], batch[has])
-                if self.keypoint_spread:  # E_w |p - c|^2 = |E_w p - c|^2 + spread
-                    has_f = batch[has].float()
-                    spread = outputs["keypoints_spread"][:, k]  # [B]
-                    mse = mse + (spread * has_f).sum() / has_f.sum().clamp(min=1)
                 loss = loss + weight * mse
                 logs[name] = mse.detach()
         return loss, logs

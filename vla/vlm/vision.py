@@ -141,8 +141,7 @@ class FiLMConvVision(nn.Module):
         return torch.einsum("bpm,bm->bp", maps, self.to_relative(read0))  # [B,H*W]
 
     def forward(self, image: Tensor, words: Tensor, no_word: Tensor, text: Tensor) -> TokenGroup:
-        """-> tokens [B,K+2,D], outputs["keypoints_xy"] [B,K,2] (image coordinates) and
-        outputs["keypoints_spread"] [B,K]: each map's expected squared distance from its mean.
+        """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates).
 
         Args:
             image uint8 [B,H,W,3]; words [B,L,D] and their PAD mask no_word [B,L]; text [B,L,D]:
@@ -161,11 +160,8 @@ class FiLMConvVision(nn.Module):
         w = self.weights(scores)  # [B,K,H*W]
         flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
         xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
-        # each map's spread: E_w |p - xy|^2 = E_w |p|^2 - |xy|^2  [B,K]
-        spread = w @ self.grid_xy.square().sum(-1) - xy.square().sum(-1)
         glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
         keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
         pooled = torch.cat([flat.amax(1), flat.mean(1)], dim=-1)  # [B,2C]
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
-        outputs = {"keypoints_xy": xy, "keypoints_spread": spread}
-        return TokenGroup(torch.cat([keypoints, pooled], 1), outputs)
+        return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy})
