@@ -36,8 +36,8 @@ A training-only loss pulls keypoint 1 onto the shape a relation is measured from
 (`VLMModule`'s anchor_weight): "nearest" in 3-4 shape scenes went from 17-28% to 42-78% of
 answers, and "nearest" episodes from 41-61% to 82-87% success (round 19, four seeds).
 
-With `offset` (round 22), keypoint 0's token also carries its offset from keypoint 1 along
-directions the words choose: "is the red circle above the blue square" is yes exactly when
+With `offset` (rounds 22 and 23), one more token carries keypoint 0's offset from keypoint 1
+along directions the words choose: "is the red circle above the blue square" is yes exactly when
 the circle's offset from the square points up. Read straight from the keypoints, that sign
 answers 99% of held-out spatial questions, while the VLM answers at chance: the answer is a
 word times the sign of a difference of two tokens' places, a parity no single input
@@ -46,7 +46,10 @@ here a training-only loss (`VLMModule`'s offset_weight) teaches the first direct
 say yes directly, so what the Transformer must learn is to read one feature:
 
     s = Linear(mean of the words) [B,M,2] @ (where_0 - where_1) [B,2] -> [B,M]
-    token_0 += Linear(s)           outputs["offset"] = s   (zero at the start)
+    one more token: Linear(s) [B,1,D]        outputs["offset"] = s   (s zero at the start)
+
+The token is its own (round 23), so that s leaves keypoint 0's token, which pointing,
+relations and attributes read, as it was (round 22 added s there).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ class FiLMConvVision(nn.Module):
             (False: the eyes of checkpoints written before it, which load as they were).
         relative: keypoint 0's map also scores where pixels lie from keypoint 1 (needs
             word_queries and at least 2 keypoints).
-        offset: keypoint 0's token also carries its offset from keypoint 1, weighed by the
+        offset: one more token carries keypoint 0's offset from keypoint 1, weighed by the
             words (needs relative, whose anchor loss puts keypoint 1 on the reference shape).
     """
 
@@ -93,7 +96,7 @@ class FiLMConvVision(nn.Module):
         if offset and not relative:
             raise ConfigError("offset=true needs relative=true (keypoint 1 on the reference shape)")
         C, K = channels, num_keypoints
-        self.image_size, self.num_tokens = image_size, K + 2
+        self.image_size, self.num_tokens = image_size, K + 2 + offset
         self.conv1 = nn.Conv2d(5, C, 3, padding=1)  # [B,5,H,W] -> [B,C,H,W]
         self.conv2 = nn.Conv2d(C, C, 3, padding=1)  # [B,C,H,W] -> [B,C,H,W]
         self.to_gamma_beta = nn.Linear(d_model, 2 * C)  # words [B,D] -> [B,2C]: identity at init
@@ -125,8 +128,7 @@ class FiLMConvVision(nn.Module):
             self.to_offset = nn.Linear(d_model, 2 * OFFSET_DIRECTIONS)  # words [B,D] -> [B,2M]
             nn.init.zeros_(self.to_offset.weight)
             nn.init.zeros_(self.to_offset.bias)
-            self.from_offset = nn.Linear(OFFSET_DIRECTIONS, d_model)  # [B,M] -> [B,D]
-            nn.init.zeros_(self.from_offset.bias)
+            self.from_offset = nn.Linear(OFFSET_DIRECTIONS, d_model)  # [B,M] -> a token [B,D]
 
     def features(self, image: Tensor, words: Tensor) -> Tensor:
         """image uint8 [B,H,W,3], pooled words [B,D] -> F [B,C,H,W]."""
@@ -172,8 +174,8 @@ class FiLMConvVision(nn.Module):
         return torch.einsum("bmt,bt->bm", directions, xy[:, 0] - xy[:, 1])  # [B,M]
 
     def forward(self, image: Tensor, words: Tensor, no_word: Tensor, text: Tensor) -> TokenGroup:
-        """-> tokens [B,K+2,D], outputs["keypoints_xy"] [B,K,2] (image coordinates) and, with
-        offset, outputs["offset"] [B,M].
+        """-> tokens [B,K+2,D] (with offset [B,K+3,D], the offset's token last), outputs
+        ["keypoints_xy"] [B,K,2] (image coordinates) and, with offset, outputs["offset"] [B,M].
 
         Args:
             image uint8 [B,H,W,3]; words [B,L,D] and their PAD mask no_word [B,L]; text [B,L,D]:
@@ -196,10 +198,10 @@ class FiLMConvVision(nn.Module):
         glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
         keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
         outputs = {"keypoints_xy": xy}
-        if self.offset:
-            outputs["offset"] = s = self.offset_feature(xy, pooled_words)  # [B,M]
-            gained = self.from_offset(s)  # [B,D]
-            keypoints = torch.cat([keypoints[:, :1] + gained[:, None], keypoints[:, 1:]], 1)
         pooled = torch.cat([flat.amax(1), flat.mean(1)], dim=-1)  # [B,2C]
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
-        return TokenGroup(torch.cat([keypoints, pooled], 1), outputs)
+        tokens = [keypoints, pooled]  # [B,K,D], [B,2,D]
+        if self.offset:  # a token of its own, which the other questions can leave unread
+            outputs["offset"] = s = self.offset_feature(xy, pooled_words)  # [B,M]
+            tokens.append(rearrange(self.from_offset(s), "b d -> b 1 d"))  # [B,1,D]
+        return TokenGroup(torch.cat(tokens, 1), outputs)
