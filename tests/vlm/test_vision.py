@@ -164,6 +164,20 @@ def test_offset_eyes_add_a_token_of_keypoint_0s_offset_along_the_words():
     torch.testing.assert_close(out.tokens[:, 4], eyes.from_offset(s))
 
 
+def test_what_trains_the_offset_moves_its_directions_never_the_keypoints():
+    torch.manual_seed(0)
+    eyes = FiLMConvVision(
+        16, 8, channels=4, num_keypoints=2, word_queries=True, relative=True, offset=True
+    )
+    torch.nn.init.normal_(eyes.to_offset.weight)
+    image = torch.randint(0, 256, (2, 16, 16, 3), dtype=torch.uint8)
+    words, no_word = torch.randn(2, 3, 8), torch.zeros(2, 3, dtype=torch.bool)
+    out = eyes(image, words, no_word, words)
+    out.outputs["offset"].sum().backward()
+    assert eyes.to_offset.weight.grad.abs().max() > 0
+    assert eyes.to_scores.weight.grad is None and eyes.conv1.weight.grad is None
+
+
 def test_offset_eyes_need_the_relative_eyes():
     with pytest.raises(ConfigError, match="offset=true needs relative=true"):
         FiLMConvVision(16, 8, num_keypoints=2, word_queries=True, offset=True)

@@ -49,7 +49,8 @@ say yes directly, so what the Transformer must learn is to read one feature:
     one more token: Linear(s) [B,1,D]        outputs["offset"] = s   (s zero at the start)
 
 The token is its own (round 23), so that s leaves keypoint 0's token, which pointing,
-relations and attributes read, as it was (round 22 added s there).
+relations and attributes read, as it was (round 22 added s there), and s reads the places
+detached (round 24): the loss on s trains the directions only, never where the keypoints go.
 """
 
 from __future__ import annotations
@@ -202,6 +203,7 @@ class FiLMConvVision(nn.Module):
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
         tokens = [keypoints, pooled]  # [B,K,D], [B,2,D]
         if self.offset:  # a token of its own, which the other questions can leave unread
-            outputs["offset"] = s = self.offset_feature(xy, pooled_words)  # [B,M]
+            # the places detached: what trains s moves the directions, never the keypoints
+            outputs["offset"] = s = self.offset_feature(xy.detach(), pooled_words)  # [B,M]
             tokens.append(rearrange(self.from_offset(s), "b d -> b 1 d"))  # [B,1,D]
         return TokenGroup(torch.cat(tokens, 1), outputs)
