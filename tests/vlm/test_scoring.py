@@ -100,32 +100,3 @@ def test_keypoint_1_on_the_anchor_and_the_pull_onto_it():
     assert torch.isclose(loss - plain.model_step(batch)[0], 2 * logs["anchor_mse"], atol=1e-5)
     with pytest.raises(ConfigError, match="model.vision.relative=true or bc.anchor_weight=0"):
         VLMModule(small_policy(), torch.optim.AdamW, anchor_weight=1.0)
-
-
-def test_the_offset_loss_is_the_logistic_loss_of_the_first_direction_against_yes():
-    policy = small_policy(vision=functools.partial(RELATIVE, offset=True))
-    with torch.no_grad():  # a first direction that says something
-        torch.nn.init.normal_(policy.vision.to_offset.weight)
-    image, state, tokens = inputs(policy)
-    no_state = torch.zeros(3, dtype=torch.bool)
-    with torch.no_grad():
-        _, _, out = policy.prefix(image, state, tokens, no_state)
-    yes, no = (policy.tokenizer.word_to_id[w] for w in ("yes", "no"))
-    targets = torch.tensor([[yes, 0], [no, 0], [yes, 0]])
-    families = torch.tensor([FAMILIES.index(f) for f in ("spatial", "spatial", "count")])
-    batch = {
-        IMAGE: image, STATE: state, TOKENS: tokens, HAS_STATE: no_state,
-        SUFFIX: targets, TARGETS: targets, FAMILY: families,
-        CENTRE: torch.zeros(3, 2), TARGETED: torch.zeros(3, dtype=torch.bool),
-        ANCHOR: torch.zeros(3, 2), ANCHORED: torch.zeros(3, dtype=torch.bool),
-    }  # fmt: skip
-    module = VLMModule(policy, torch.optim.AdamW, offset_weight=0.5)
-    plain = VLMModule(policy, torch.optim.AdamW)
-    with torch.no_grad():
-        (loss, logs), (plain_loss, _) = module.model_step(batch), plain.model_step(batch)
-    s0 = out["offset"][:2, 0]  # the two spatial examples: yes, then no
-    expected = -(torch.nn.functional.logsigmoid(s0[0]) + torch.nn.functional.logsigmoid(-s0[1])) / 2
-    torch.testing.assert_close(logs["offset_bce"], expected)
-    torch.testing.assert_close(loss, plain_loss + 0.5 * expected)
-    with pytest.raises(ConfigError, match="model.vision.offset=true or bc.offset_weight=0"):
-        VLMModule(small_policy(vision=RELATIVE), torch.optim.AdamW, offset_weight=1.0)

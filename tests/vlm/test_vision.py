@@ -2,11 +2,9 @@
 as its expected features, the words' FiLM starting as the identity, and word queries that
 start at zero and then steer each keypoint by the word it attends to."""
 
-import pytest
 import torch
 from einops import rearrange
 
-from vla.errors import ConfigError
 from vla.vlm.vision import FiLMConvVision
 
 
@@ -137,50 +135,6 @@ def test_relative_eyes_start_as_the_word_query_eyes_and_then_pick_the_shape_near
     assert torch.allclose(xy[0], torch.tensor([row(8), row(3)]), atol=1e-3)  # the upper shape
     xy = place(anchor_row=13)
     assert torch.allclose(xy[0], torch.tensor([row(8), row(12)]), atol=1e-3)  # the lower one
-
-
-def test_offset_eyes_add_a_token_of_keypoint_0s_offset_along_the_words():
-    torch.manual_seed(0)
-    plain = FiLMConvVision(16, 8, channels=4, num_keypoints=2, word_queries=True, relative=True)
-    eyes = FiLMConvVision(
-        16, 8, channels=4, num_keypoints=2, word_queries=True, relative=True, offset=True
-    )
-    eyes.load_state_dict(plain.state_dict(), strict=False)  # the same eyes plus the offset
-    assert (plain.num_tokens, eyes.num_tokens) == (4, 5)
-    with torch.no_grad():  # direction 0 up ("above": y decreases), 1 left
-        eyes.to_offset.bias.copy_(torch.tensor([0.0, -1.0, -1.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
-    xy = torch.tensor([[[0.1, -0.5], [0.0, 0.2]], [[0.3, 0.6], [-0.2, 0.1]]])  # [B=2,K=2,2]
-    s = eyes.offset_feature(xy, torch.zeros(2, 8))  # [2,M=4]
-    expected = torch.tensor([[0.7, -0.1, 0.0, 0.0], [-0.5, -0.5, 0.0, 0.0]])
-    torch.testing.assert_close(s, expected)  # + above / left of keypoint 1, - below / right
-    image = torch.randint(0, 256, (1, 16, 16, 3), dtype=torch.uint8)
-    words, no_word = torch.randn(1, 3, 8), torch.zeros(1, 3, dtype=torch.bool)
-    out = eyes(image, words, no_word, words)
-    s = out.outputs["offset"]  # [1,M]
-    torch.testing.assert_close(s, eyes.offset_feature(out.outputs["keypoints_xy"], words.mean(1)))
-    assert s.abs().max() > 0
-    # the K + 2 tokens are the relative eyes' own; the last one is the offset's
-    assert torch.equal(out.tokens[:, :4], plain(image, words, no_word, words).tokens)
-    torch.testing.assert_close(out.tokens[:, 4], eyes.from_offset(s))
-
-
-def test_what_trains_the_offset_moves_its_directions_never_the_keypoints():
-    torch.manual_seed(0)
-    eyes = FiLMConvVision(
-        16, 8, channels=4, num_keypoints=2, word_queries=True, relative=True, offset=True
-    )
-    torch.nn.init.normal_(eyes.to_offset.weight)
-    image = torch.randint(0, 256, (2, 16, 16, 3), dtype=torch.uint8)
-    words, no_word = torch.randn(2, 3, 8), torch.zeros(2, 3, dtype=torch.bool)
-    out = eyes(image, words, no_word, words)
-    out.outputs["offset"].sum().backward()
-    assert eyes.to_offset.weight.grad.abs().max() > 0
-    assert eyes.to_scores.weight.grad is None and eyes.conv1.weight.grad is None
-
-
-def test_offset_eyes_need_the_relative_eyes():
-    with pytest.raises(ConfigError, match="offset=true needs relative=true"):
-        FiLMConvVision(16, 8, num_keypoints=2, word_queries=True, offset=True)
 
 
 def test_features_are_the_convolutions_of_pixels_and_coordinates_laid_out_plane_by_plane():

@@ -132,22 +132,19 @@ class VLMModule(L.LightningModule):
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
     instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
     the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation or
-    spatial question is measured from (the relative eyes; 0: off); offset_weight: one
-    teaching the offset eyes' first direction to answer spatial yes/no, the logistic loss of
-    s_0 against "yes" (`FiLMConvVision`'s offset; 0: off)."""
+    spatial question is measured from (the relative eyes; 0: off)."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
         self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
         policy_config: dict | None = None, env_config: dict | None = None,
-        keypoint_weight: float = 0.0, anchor_weight: float = 0.0, offset_weight: float = 0.0,
+        keypoint_weight: float = 0.0, anchor_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
         for name, weight in dict(
-            keypoint_weight=keypoint_weight, anchor_weight=anchor_weight,
-            offset_weight=offset_weight,
-        ).items():  # fmt: skip
+            keypoint_weight=keypoint_weight, anchor_weight=anchor_weight
+        ).items():
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
         if anchor_weight > 0 and not policy.vision.relative:
@@ -156,17 +153,10 @@ class VLMModule(L.LightningModule):
                 "measured from, which only the relative eyes read: set "
                 "model.vision.relative=true or bc.anchor_weight=0"
             )
-        if offset_weight > 0 and not getattr(policy.vision, "offset", False):
-            raise ConfigError(
-                f"bc.offset_weight={offset_weight} teaches the offset eyes to answer spatial "
-                "questions: set model.vision.offset=true or bc.offset_weight=0"
-            )
         self.policy = policy
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
         self.keypoint_weight, self.anchor_weight = keypoint_weight, anchor_weight
-        self.offset_weight = offset_weight
-        self._yes = policy.tokenizer.word_to_id["yes"]
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
@@ -206,14 +196,6 @@ class VLMModule(L.LightningModule):
                 mse = keypoint_mse(outputs["keypoints_xy"][:, k], batch[centre], batch[has])
                 loss = loss + weight * mse
                 logs[name] = mse.detach()
-        spatial = batch[FAMILY] == FAMILIES.index("spatial")  # [B]
-        if self.offset_weight > 0 and spatial.any():
-            yes = (targets[spatial, 0] == self._yes).float()  # the answer's first token
-            bce = torch.nn.functional.binary_cross_entropy_with_logits(
-                outputs["offset"][spatial, 0], yes
-            )
-            loss = loss + self.offset_weight * bce
-            logs["offset_bce"] = bce.detach()
         return loss, logs
 
     def _logged_step(self, batch, split: str):

@@ -35,22 +35,6 @@ shape), and what keypoint 0 read from the words weighs them (zero at the start):
 A training-only loss pulls keypoint 1 onto the shape a relation is measured from
 (`VLMModule`'s anchor_weight): "nearest" in 3-4 shape scenes went from 17-28% to 42-78% of
 answers, and "nearest" episodes from 41-61% to 82-87% success (round 19, four seeds).
-
-With `offset` (rounds 22 and 23), one more token carries keypoint 0's offset from keypoint 1
-along directions the words choose: "is the red circle above the blue square" is yes exactly when
-the circle's offset from the square points up. Read straight from the keypoints, that sign
-answers 99% of held-out spatial questions, while the VLM answers at chance: the answer is a
-word times the sign of a difference of two tokens' places, a parity no single input
-predicts. Round 20 gave the token this product alone and the read-out still never learnt it;
-here a training-only loss (`VLMModule`'s offset_weight) teaches the first direction s_0 to
-say yes directly, so what the Transformer must learn is to read one feature:
-
-    s = Linear(mean of the words) [B,M,2] @ (where_0 - where_1) [B,2] -> [B,M]
-    one more token: Linear(s) [B,1,D]        outputs["offset"] = s   (s zero at the start)
-
-The token is its own (round 23), so that s leaves keypoint 0's token, which pointing,
-relations and attributes read, as it was (round 22 added s there), and s reads the places
-detached (round 24): the loss on s trains the directions only, never where the keypoints go.
 """
 
 from __future__ import annotations
@@ -62,8 +46,6 @@ from torch import Tensor, nn
 from vla.errors import ConfigError
 from vla.models.language import masked_mean
 from vla.models.vision import TokenGroup, check_image, normalize_pixels, pixel_coordinates
-
-OFFSET_DIRECTIONS = 4  # M: the offset eyes' word-chosen directions
 
 
 class FiLMConvVision(nn.Module):
@@ -78,13 +60,11 @@ class FiLMConvVision(nn.Module):
             (False: the eyes of checkpoints written before it, which load as they were).
         relative: keypoint 0's map also scores where pixels lie from keypoint 1 (needs
             word_queries and at least 2 keypoints).
-        offset: one more token carries keypoint 0's offset from keypoint 1, weighed by the
-            words (needs relative, whose anchor loss puts keypoint 1 on the reference shape).
     """
 
     def __init__(
         self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8,
-        word_queries: bool = False, relative: bool = False, offset: bool = False,
+        word_queries: bool = False, relative: bool = False,
     ):  # fmt: skip
         super().__init__()
         if channels < 1 or num_keypoints < 1:
@@ -94,10 +74,8 @@ class FiLMConvVision(nn.Module):
                 f"relative=true needs word_queries=true and num_keypoints >= 2 "
                 f"(got word_queries={word_queries}, num_keypoints={num_keypoints})"
             )
-        if offset and not relative:
-            raise ConfigError("offset=true needs relative=true (keypoint 1 on the reference shape)")
         C, K = channels, num_keypoints
-        self.image_size, self.num_tokens = image_size, K + 2 + offset
+        self.image_size, self.num_tokens = image_size, K + 2
         self.conv1 = nn.Conv2d(5, C, 3, padding=1)  # [B,5,H,W] -> [B,C,H,W]
         self.conv2 = nn.Conv2d(C, C, 3, padding=1)  # [B,C,H,W] -> [B,C,H,W]
         self.to_gamma_beta = nn.Linear(d_model, 2 * C)  # words [B,D] -> [B,2C]: identity at init
@@ -124,12 +102,6 @@ class FiLMConvVision(nn.Module):
             self.to_relative = nn.Linear(d_model, 4)  # what keypoint 0 read [B,D] -> [B,4]
             nn.init.zeros_(self.to_relative.weight)
             nn.init.zeros_(self.to_relative.bias)
-        self.offset = offset
-        if offset:
-            self.to_offset = nn.Linear(d_model, 2 * OFFSET_DIRECTIONS)  # words [B,D] -> [B,2M]
-            nn.init.zeros_(self.to_offset.weight)
-            nn.init.zeros_(self.to_offset.bias)
-            self.from_offset = nn.Linear(OFFSET_DIRECTIONS, d_model)  # [B,M] -> a token [B,D]
 
     def features(self, image: Tensor, words: Tensor) -> Tensor:
         """image uint8 [B,H,W,3], pooled words [B,D] -> F [B,C,H,W]."""
@@ -168,22 +140,14 @@ class FiLMConvVision(nn.Module):
         maps = torch.cat([delta, d, torch.exp(-((d / 0.2) ** 2))], -1)  # [B,H*W,4]
         return torch.einsum("bpm,bm->bp", maps, self.to_relative(read0))  # [B,H*W]
 
-    def offset_feature(self, xy: Tensor, words: Tensor) -> Tensor:
-        """Keypoint places [B,K,2], mean words [B,D] -> s [B,M]: keypoint 0's offset from
-        keypoint 1 projected on M directions the words choose."""
-        directions = rearrange(self.to_offset(words), "b (m two) -> b m two", two=2)  # [B,M,2]
-        return torch.einsum("bmt,bt->bm", directions, xy[:, 0] - xy[:, 1])  # [B,M]
-
     def forward(self, image: Tensor, words: Tensor, no_word: Tensor, text: Tensor) -> TokenGroup:
-        """-> tokens [B,K+2,D] (with offset [B,K+3,D], the offset's token last), outputs
-        ["keypoints_xy"] [B,K,2] (image coordinates) and, with offset, outputs["offset"] [B,M].
+        """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates).
 
         Args:
             image uint8 [B,H,W,3]; words [B,L,D] and their PAD mask no_word [B,L]; text [B,L,D]:
             the same words with their positions (what the word queries read).
         """
-        pooled_words = masked_mean(words, no_word)  # [B,D]
-        f = self.features(image, pooled_words)  # [B,C,H,W]
+        f = self.features(image, masked_mean(words, no_word))  # [B,C,H,W]
         scores = self.to_scores(f)  # [B,K,H,W]
         if self.word_queries:
             read = self.read(text, no_word)  # [B,K,D]
@@ -198,12 +162,6 @@ class FiLMConvVision(nn.Module):
         xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
         glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
         keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
-        outputs = {"keypoints_xy": xy}
         pooled = torch.cat([flat.amax(1), flat.mean(1)], dim=-1)  # [B,2C]
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
-        tokens = [keypoints, pooled]  # [B,K,D], [B,2,D]
-        if self.offset:  # a token of its own, which the other questions can leave unread
-            # the places detached: what trains s moves the directions, never the keypoints
-            outputs["offset"] = s = self.offset_feature(xy.detach(), pooled_words)  # [B,M]
-            tokens.append(rearrange(self.from_offset(s), "b d -> b 1 d"))  # [B,1,D]
-        return TokenGroup(torch.cat(tokens, 1), outputs)
+        return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy})
