@@ -2,9 +2,14 @@
 as its expected features, the words' FiLM starting as the identity, and word queries that
 start at zero and then steer each keypoint by the word it attends to."""
 
+import functools
+
+import pytest
 import torch
 from einops import rearrange
 
+from tests.vlm.builders import small_policy
+from vla.errors import ConfigError
 from vla.vlm.vision import FiLMConvVision
 
 
@@ -152,3 +157,14 @@ def test_features_are_the_convolutions_of_pixels_and_coordinates_laid_out_plane_
     gamma, beta = eyes.to_gamma_beta(words).chunk(2, dim=-1)  # [B,C] each
     expected = torch.nn.functional.gelu(h * (1 + gamma[..., None, None]) + beta[..., None, None])
     torch.testing.assert_close(eyes.features(image, words), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_vlm_names_a_vision_argument_its_eyes_do_not_take():
+    """A config (a checkpoint's, too) with an argument the eyes lack, e.g. an option that left
+    the code, is refused naming it; one that restates a size the policy gives is refused too."""
+    with pytest.raises(
+        ConfigError, match="model.vision: FiLMConvVision takes no argument 'offset'"
+    ):
+        small_policy(vision=functools.partial(FiLMConvVision, num_keypoints=2, offset=False))
+    with pytest.raises(ConfigError, match="model.vision.d_model=16 is set by the policy"):
+        small_policy(vision=functools.partial(FiLMConvVision, num_keypoints=2, d_model=16))

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 
 from vla.errors import ConfigError
 from vla.models.language import PAD_ID, UNK_ID
+from vla.models.policy import build_part
 from vla.models.state import Normalizer, StateEncoder
 from vla.pretrained.mixin import PretrainedMixin
 from vla.vlm.actions import ActionBins
@@ -60,8 +61,8 @@ class VLMPolicy(PretrainedMixin, nn.Module):
         self.d_model, self.max_answer, self.init_from = d_model, max_answer, init_from
         self.n_action_steps, self._chunk_size = n_action_steps, chunk_size
         self.image_size = image_size
-        self.tokenizer: VLMTokenizer = tokenizer(max_len=max_words)
-        self.vision = vision(image_size=image_size, d_model=d_model)
+        self.tokenizer: VLMTokenizer = build_part("tokenizer", tokenizer, {}, max_len=max_words)
+        self.vision = build_part("vision", vision, {}, image_size=image_size, d_model=d_model)
         V = self.tokenizer.vocab_size
         self.token_embed = nn.Embedding(V, d_model)
         nn.init.normal_(self.token_embed.weight, std=0.02)
