@@ -168,3 +168,16 @@ def test_the_vlm_names_a_vision_argument_its_eyes_do_not_take():
         small_policy(vision=functools.partial(FiLMConvVision, num_keypoints=2, offset=False))
     with pytest.raises(ConfigError, match="model.vision.d_model=16 is set by the policy"):
         small_policy(vision=functools.partial(FiLMConvVision, num_keypoints=2, d_model=16))
+
+
+@pytest.mark.parametrize("dilation, reach", [(1, 2), (2, 3)])
+def test_a_feature_sees_pixels_as_far_as_its_receptive_field_and_no_further(dilation, reach):
+    """Two 3x3 convolutions see 5x5 pixels (2 each side); with the second dilated by 2, 7x7."""
+    torch.manual_seed(0)
+    eyes = FiLMConvVision(image_size=16, d_model=8, channels=4, num_keypoints=3, dilation=dilation)
+    image = torch.zeros(1, 16, 16, 3, requires_grad=True)  # float pixels, to take gradients
+    f = eyes.features(image, torch.zeros(1, 8))  # [1,C,16,16]
+    f[0, :, 8, 8].sum().backward()
+    seen = image.grad[0].abs().sum(-1) > 0  # [16,16]: the pixels feature (8, 8) depends on
+    rows, cols = torch.nonzero(seen, as_tuple=True)
+    assert rows.min() == cols.min() == 8 - reach and rows.max() == cols.max() == 8 + reach

@@ -60,15 +60,20 @@ class FiLMConvVision(nn.Module):
             (False: the eyes of checkpoints written before it, which load as they were).
         relative: keypoint 0's map also scores where pixels lie from keypoint 1 (needs
             word_queries and at least 2 keypoints).
+        dilation: of the second convolution: 2 widens each feature's view from 5x5 to 7x7
+            pixels at the same cost (docs/vlm.md, round 28).
     """
 
     def __init__(
         self, image_size: int, d_model: int, channels: int = 32, num_keypoints: int = 8,
-        word_queries: bool = False, relative: bool = False,
+        word_queries: bool = False, relative: bool = False, dilation: int = 1,
     ):  # fmt: skip
         super().__init__()
-        if channels < 1 or num_keypoints < 1:
-            raise ConfigError(f"channels={channels} and num_keypoints={num_keypoints} must be >= 1")
+        if channels < 1 or num_keypoints < 1 or dilation < 1:
+            raise ConfigError(
+                f"channels={channels}, num_keypoints={num_keypoints} and dilation={dilation} "
+                "must be >= 1"
+            )
         if relative and not (word_queries and num_keypoints >= 2):
             raise ConfigError(
                 f"relative=true needs word_queries=true and num_keypoints >= 2 "
@@ -77,7 +82,7 @@ class FiLMConvVision(nn.Module):
         C, K = channels, num_keypoints
         self.image_size, self.num_tokens = image_size, K + 2
         self.conv1 = nn.Conv2d(5, C, 3, padding=1)  # [B,5,H,W] -> [B,C,H,W]
-        self.conv2 = nn.Conv2d(C, C, 3, padding=1)  # [B,C,H,W] -> [B,C,H,W]
+        self.conv2 = nn.Conv2d(C, C, 3, padding=dilation, dilation=dilation)  # -> [B,C,H,W]
         self.to_gamma_beta = nn.Linear(d_model, 2 * C)  # words [B,D] -> [B,2C]: identity at init
         nn.init.zeros_(self.to_gamma_beta.weight)
         nn.init.zeros_(self.to_gamma_beta.bias)
