@@ -12,6 +12,7 @@ from vla.eval.evaluate import evaluate
 from vla.eval.visualize import visualize
 from vla.pretrained.folder import read_pretrained
 from vla.training.train import train
+from vla.vlm.caption_errors import KINDS, caption_errors
 from vla.vlm.model import VLMPolicy
 from vla.vlm.paired import compare, held_out_hits
 from vla.vlm.questions import FAMILIES
@@ -45,6 +46,10 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
     assert rows["all"]["n"] == sum(
         v.get("n", 0) for f, v in vlm["answers"]["all"].items() if f != "mean"
     )
+    captions = caption_errors(tmp_path / "vlm")  # the same greedy answers, sorted by kind
+    assert captions["right"] / captions["n"] == vlm["answers"]["all"]["caption"]["accuracy"]
+    assert captions["n"] == captions["right"] + sum(captions[k] for k in KINDS)
+    assert sum(n for _, n in captions["by_shapes"].values()) == captions["n"]
     corpora = set((tmp_path / "data").iterdir())
     scenes, _, _ = held_out_hits(tmp_path / "vlm", seed=1_234_567)  # fresh scenes, same config
     assert scenes["seed"] == 1_234_567 and scenes["num_scenes"] == 10

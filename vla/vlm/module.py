@@ -42,6 +42,16 @@ from vla.vlm.scoring import POINT_RADIUS, correct, per_family
 FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
 
 
+def greedy_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> list[str]:
+    """The answers (text) the policy decodes greedily to a batch of corpus examples."""
+    with policy.inference():
+        ids = policy.generate(
+            batch[IMAGE], batch[STATE], batch[TOKENS], batch[HAS_STATE], policy.max_answer + 1,
+            actions=False,
+        )  # fmt: skip
+    return [policy.tokenizer.answer_text(row) for row in ids.tolist()]
+
+
 @torch.no_grad()
 def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str], list[bool]]:
     """Greedy answers to a batch's corpus examples, scored: (family names, hits)."""
@@ -49,16 +59,11 @@ def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str
     if not keep.any():
         return [], []
     tok = policy.tokenizer
-    with policy.inference():
-        ids = policy.generate(
-            batch[IMAGE][keep], batch[STATE][keep], batch[TOKENS][keep], batch[HAS_STATE][keep],
-            policy.max_answer + 1, actions=False,
-        )  # fmt: skip
+    preds = greedy_answers(policy, {k: batch[k][keep] for k in (IMAGE, STATE, TOKENS, HAS_STATE)})
     families = [FAMILIES[f] for f in batch[FAMILY][keep].tolist()]
     refs = [
         tok.answer_text([i for i in row if i != PAD_ID]) for row in batch[TARGETS][keep].tolist()
     ]
-    preds = [tok.answer_text(row) for row in ids.tolist()]
     centres = batch[CENTRE][keep].numpy()
     hits = [
         correct(f, p, r, c, tok) for f, p, r, c in zip(families, preds, refs, centres, strict=True)

@@ -27,13 +27,14 @@ from vla.eval.stats import mcnemar_exact, wilson_interval
 from vla.vlm.corpus import ensure_corpus
 from vla.vlm.data import CorpusTensors, fixed_batches
 from vla.vlm.datamodule import corpus_config
+from vla.vlm.model import VLMPolicy
 from vla.vlm.module import score_answers
 from vla.vlm.questions import FAMILIES
 
 
-def held_out_hits(run: Path, seed: int | None = None) -> tuple[dict, list[str], list[bool]]:
-    """(the held-out corpus's config, family of each example, whether run's answer is right),
-    on the run's held-out scenes or, given a seed, on fresh ones drawn the same way."""
+def held_out(run: Path, seed: int | None = None) -> tuple[dict, VLMPolicy, CorpusTensors]:
+    """(the held-out corpus's config, the run's last weights, the corpus as tensors): the run's
+    held-out scenes or, given a seed, fresh ones drawn the same way."""
     if not (run / "metrics.json").is_file():
         raise ConfigError(f"{run} is not a finished VLM run: it has no metrics.json")
     metrics = json.loads((run / "metrics.json").read_text())
@@ -47,12 +48,18 @@ def held_out_hits(run: Path, seed: int | None = None) -> tuple[dict, list[str], 
         eval_cfg = replace(eval_cfg, seed=seed)
     policy, _ = load_policy(run / "checkpoints" / "last.ckpt", need_env=False)
     data = metrics["corpus"]["path"]  # the run's data.dir: cached there, or generated again
-    corpus = CorpusTensors(ensure_corpus(data, eval_cfg), policy.tokenizer)
+    return asdict(eval_cfg), policy, CorpusTensors(ensure_corpus(data, eval_cfg), policy.tokenizer)
+
+
+def held_out_hits(run: Path, seed: int | None = None) -> tuple[dict, list[str], list[bool]]:
+    """(the held-out corpus's config, family of each example, whether run's answer is right),
+    on the run's held-out scenes or, given a seed, on fresh ones drawn the same way."""
+    scenes, policy, corpus = held_out(run, seed)
     families, hits = [], []
     for batch in fixed_batches(corpus, torch.arange(len(corpus)), 256):
         f, h = score_answers(policy, batch)
         families, hits = families + f, hits + h
-    return asdict(eval_cfg), families, hits
+    return scenes, families, hits
 
 
 def compare(run_a: Path, run_b: Path, seed: int | None = None) -> dict:
