@@ -3,7 +3,7 @@ where two could (their counts against a trained run's metrics.json are in test_t
 
 import pytest
 
-from vla.vlm.caption_errors import kind, main
+from vla.vlm.caption_errors import kind, main, named_shapes
 
 ANSWER = "red circle blue square green triangle"
 
@@ -25,6 +25,12 @@ ANSWER = "red circle blue square green triangle"
 )
 def test_each_wrong_caption_gets_the_first_kind_that_fits(predicted, expected):
     assert kind(predicted, ANSWER) == expected
+
+
+def test_the_shapes_named_are_counted_where_the_colour_is_right_and_the_length_too():
+    predicted = "red square yellow square green triangle"  # circle read as a square; a colour wrong
+    assert named_shapes(predicted, ANSWER) == [("circle", "square"), ("triangle", "triangle")]
+    assert named_shapes("red square blue square", ANSWER) == []  # a shape missing: no pairing
 
 
 def test_a_folder_that_is_not_a_run_is_one_line_with_status_2(tmp_path, capsys):

@@ -50,6 +50,8 @@ def test_vlm_then_rt2_from_it_then_answers_and_acts(tmp_path):
     assert captions["right"] / captions["n"] == vlm["answers"]["all"]["caption"]["accuracy"]
     assert captions["n"] == captions["right"] + sum(captions[k] for k in KINDS)
     assert sum(n for _, n in captions["by_shapes"].values()) == captions["n"]
+    named = captions["named"]  # a right caption names every shape right
+    assert sum(named[s][s] for s in named) >= 2 * captions["right"]
     corpora = set((tmp_path / "data").iterdir())
     scenes, _, _ = held_out_hits(tmp_path / "vlm", seed=1_234_567)  # fresh scenes, same config
     assert scenes["seed"] == 1_234_567 and scenes["num_scenes"] == 10

@@ -4,6 +4,9 @@ into one kind, and right captions by the number of shapes in the scene.
     python -m vla.vlm.caption_errors <run>                    # a run of experiment=vlm or rt2
     python -m vla.vlm.caption_errors <run> --seed 1600000000  # fresh scenes, same config
 
+Beside them, which shape a caption names for each true shape: over captions of the right
+length, the pairs whose colour is right (a circle read as a square shows here).
+
 A caption lists the scene's shapes as colour-shape pairs in pair order ("blue square red
 circle"). The kinds, the first that fits:
     order    the right pairs in another order
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from vla.envs.grammar import SHAPES
 from vla.errors import UserError
 from vla.vlm.module import greedy_answers
 from vla.vlm.paired import held_out
@@ -57,12 +61,22 @@ def kind(predicted: str, answer: str) -> str:
     return "other"
 
 
+def named_shapes(predicted: str, answer: str) -> list[tuple[str, str]]:
+    """(true shape, named shape) of each pair whose colour is right, in a caption of the right
+    length ([] for one of another length)."""
+    p, a = pairs(predicted), pairs(answer)
+    if len(p) != len(a):
+        return []
+    return [(y[1], x[1]) for x, y in zip(p, a, strict=True) if len(x) == 2 and x[0] == y[0]]
+
+
 def caption_errors(run: Path, seed: int | None = None) -> dict:
-    """{n, right, <kind>: count, by_shapes: {shapes in the scene: [right, n]}} over the run's
-    held-out captions (or fresh ones from `seed`)."""
+    """{n, right, <kind>: count, by_shapes: {shapes in the scene: [right, n]}, named: {true
+    shape: {named shape: count}}} over the run's held-out captions (or fresh ones from
+    `seed`)."""
     _, policy, corpus = held_out(run, seed)
     idx = torch.nonzero(corpus.family == FAMILIES.index("caption")).flatten()
-    counts, right, total = Counter(), Counter(), Counter()
+    counts, right, total, named = Counter(), Counter(), Counter(), Counter()
     for chunk in idx.split(256):
         answers = [corpus.answers[i] for i in chunk.tolist()]
         for predicted, answer in zip(
@@ -72,9 +86,11 @@ def caption_errors(run: Path, seed: int | None = None) -> dict:
             counts[k] += 1
             total[shapes] += 1
             right[shapes] += k == "right"
+            named.update(named_shapes(predicted, answer))
     return dict(
         n=len(idx), right=counts["right"], **{k: counts[k] for k in KINDS},
         by_shapes={n: [right[n], total[n]] for n in sorted(total)},
+        named={t: {s: named[t, s] for s in SHAPES} for t in SHAPES},
     )  # fmt: skip
 
 
@@ -94,6 +110,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {k:<8} {r[k]:>5}  ({r[k] / max(wrong, 1):.0%} of the wrong ones)")
     shapes = ", ".join(f"{n} shapes {k}/{t}" for n, (k, t) in r["by_shapes"].items())
     print(f"right by scene: {shapes}")
+    print("shape named (columns) for each true shape (rows), pairs of the right colour:")
+    for t, row in r["named"].items():
+        print(f"  {t:<9}" + "".join(f" {s} {k:>4}" for s, k in row.items()))
     if args.json:
         args.json.write_text(json.dumps(r, indent=2))
 
