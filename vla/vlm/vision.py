@@ -1,7 +1,7 @@
 """The VLM's eyes: a small convolutional map FiLMed by the prefix words, read out as tokens.
 
-    image uint8 [B,H,W,3] ─ [-1,1], + x, y ─> [B,5,H,W] ─ conv 3x3 ─ GELU ─ conv 3x3
-        ─ FiLM(words) ─ GELU ─> features F [B,C,H,W] (full resolution)
+    image uint8 [B,H,W,3] ─ [-1,1], + x, y ─> [B,5,H,W] ─ conv 3x3 ─ GELU
+        ─ conv 3x3 dilated by d ─ FiLM(words) ─ GELU ─> features F [B,C,H,W] (full resolution)
     F ─ conv 1x1 (+ word queries) ─> K score maps ─ standardise ─ spatial softmax w_k [B,K,H*W]
         keypoint k:  where = w_k @ (x, y)  [2]    what = w_k @ F  [C]  (a glimpse)
         ─> Linear(where) + Linear(what) + id_k ─> K tokens [B,K,D]
@@ -13,8 +13,12 @@ outline, and a Transformer that must first learn which of 36 patches a question 
 sits on a plateau for thousands of steps (docs/vlm.md, round 3). Here the words gate the
 feature channels before the pixels are pooled (FiLM, as CLEVR's FiLM networks and RT-1 do),
 each keypoint says where its map peaks (the default policy's spatial softmax) and what is
-there, and the pooled tokens say what the scene holds. Keypoint 0 can be pulled onto the
-shape a question or instruction is about (a training-only loss; `VLMModule`).
+there, and the pooled tokens say what the scene holds. A circle and a square of the same
+area differ only at their outlines; with the second convolution dilated (d = 2 in
+`model=vlm_small`) a feature sees 7x7 pixels, a whole shape from its middle, at the cost of
+5x5, and the VLM answers 8 points more of the held-out questions (docs/vlm.md, round 29).
+Keypoint 0 can be pulled onto the shape a question or instruction is about (a training-only
+loss; `VLMModule`).
 
 With `word_queries` (on in `model=vlm_small`), each keypoint also reads the words one at a
 time: a learned query per keypoint attends over the positioned words, and what it reads
@@ -61,7 +65,7 @@ class FiLMConvVision(nn.Module):
         relative: keypoint 0's map also scores where pixels lie from keypoint 1 (needs
             word_queries and at least 2 keypoints).
         dilation: of the second convolution: 2 widens each feature's view from 5x5 to 7x7
-            pixels at the same cost (docs/vlm.md, round 28).
+            pixels at the same cost (1: the eyes of checkpoints written before it).
     """
 
     def __init__(
