@@ -23,7 +23,7 @@ def test_the_probe_scores_the_pixel_under_each_drawn_shape_as_a_loop_does():
     terms = []
     for b, m in [(0, 0), (0, 1), (1, 0)]:
         col, row = int(centres[b, m, 0] * 48), int(centres[b, m, 1] * 48)
-        f = features[b, :, row, col]  # [C]
+        f = torch.nn.functional.layer_norm(features[b, :, row, col], (5,))  # [C]
         colour, shape = PAIRS[int(pairs[b, m])]
         c = torch.log_softmax(probe.to_colour(f), -1)[list(COLOURS).index(colour)]
         s = torch.log_softmax(probe.to_shape(f), -1)[SHAPES.index(shape)]
@@ -34,6 +34,8 @@ def test_the_probe_scores_the_pixel_under_each_drawn_shape_as_a_loop_does():
     elsewhere[:, :, 20, 20] += 10  # no shape's pixel
     assert torch.isclose(probe(elsewhere, centres, pairs), expected, atol=1e-6)
     assert probe(features, centres, torch.full_like(pairs, -1)) == 0  # nothing drawn
+    # it reads the features' directions: no gain from growing F (which would drown the places)
+    assert torch.isclose(probe(10 * features, centres, pairs), expected, atol=1e-5)
 
 
 def test_the_pixel_under_a_centre_is_the_shape_drawn_there():
