@@ -5,7 +5,8 @@ per family (`val/acc/<family>`), the action chunks decoded and compared (`val/ac
 It trains through `vla.training.train.train` like `BCModule`: the same optimizer groups and
 schedule, checkpoints (with the `vla` payload), resume, SIGTERM, rollouts in stage 2.
 `model.init_from=<stage-1 run or .ckpt>` is loaded when fitting starts, before the data's
-statistics (a resumed run then loads its own checkpoint over both)."""
+statistics (a resumed run then loads its own checkpoint over both).
+"""
 
 from __future__ import annotations
 
@@ -29,8 +30,6 @@ from vla.vlm.data import (
     FAMILY,
     HAS_STATE,
     IMAGE,
-    SCENE_CENTRES,
-    SCENE_PAIRS,
     STATE,
     TARGETED,
     TARGETS,
@@ -39,7 +38,6 @@ from vla.vlm.data import (
 from vla.vlm.model import VLMPolicy
 from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import POINT_RADIUS, correct, per_family
-from vla.vlm.shape_probe import ShapeProbe
 
 FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
 
@@ -137,20 +135,21 @@ class VLMModule(L.LightningModule):
     """Args: policy; optimizer and scheduler partials (as `BCModule`'s); the configs a
     checkpoint stores to rebuild the policy and its env (None: no env, stage 1);
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
-    instruction is about (0: off); anchor_weight: one pulling keypoint 1 onto the shape a
-    relation is measured from (the relative eyes); shape_weight: a probe naming each drawn
-    shape's colour and shape from the eyes' map at its centre (`ShapeProbe`; corpus only)."""
+    instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
+    the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation or
+    spatial question is measured from (the relative eyes; 0: off)."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
         self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
         policy_config: dict | None = None, env_config: dict | None = None,
-        keypoint_weight: float = 0.0, anchor_weight: float = 0.0, shape_weight: float = 0.0,
+        keypoint_weight: float = 0.0, anchor_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
-        weights = dict(keypoint_weight=keypoint_weight, anchor_weight=anchor_weight)
-        for name, weight in (weights | dict(shape_weight=shape_weight)).items():
+        for name, weight in dict(
+            keypoint_weight=keypoint_weight, anchor_weight=anchor_weight
+        ).items():
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
         if anchor_weight > 0 and not policy.vision.relative:
@@ -163,9 +162,6 @@ class VLMModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
         self.keypoint_weight, self.anchor_weight = keypoint_weight, anchor_weight
-        self.shape_weight = shape_weight
-        if shape_weight > 0:  # training-only: its weights stay out of the policy
-            self.shape_probe = ShapeProbe(policy.vision.conv2.out_channels)
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
@@ -205,10 +201,6 @@ class VLMModule(L.LightningModule):
                 mse = keypoint_mse(outputs["keypoints_xy"][:, k], batch[centre], batch[has])
                 loss = loss + weight * mse
                 logs[name] = mse.detach()
-        if self.shape_weight > 0:
-            ce = self.shape_probe(outputs["features"], batch[SCENE_CENTRES], batch[SCENE_PAIRS])
-            loss = loss + self.shape_weight * ce
-            logs["shape_ce"] = ce.detach()
         return loss, logs
 
     def _logged_step(self, batch, split: str):
