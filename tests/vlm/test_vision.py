@@ -10,6 +10,7 @@ from einops import rearrange
 
 from tests.vlm.builders import small_policy
 from vla.errors import ConfigError
+from vla.models.language import masked_mean
 from vla.vlm.vision import FiLMConvVision
 
 
@@ -84,6 +85,13 @@ def test_word_queries_start_at_zero_and_then_steer_each_keypoint_by_the_word_it_
     attn[1, :, 0] = 1.0  # one word: all attention on it
     expected = on.to_direction(attn @ text[:, :2])  # [2,2,C]
     assert torch.allclose(on.to_direction(on.read(text, no_word)), expected, atol=1e-5)
+    # each keypoint's score map written out: the 1x1 conv plus its direction over F's channels
+    f = on.features(image, masked_mean(words, no_word))  # [2,C,16,16]
+    s = on.to_scores(f) + torch.einsum("bkc,bchw->bkhw", expected, f)  # [2,2,16,16]
+    s = rearrange(s, "b k h w -> b k (h w)")
+    w = ((s - s.mean(-1, keepdim=True)) / (s.std(-1, keepdim=True) + 1e-5)).softmax(-1)
+    xy = on(image, words, no_word, text).outputs["keypoints_xy"]
+    assert torch.allclose(xy, w @ on.grid_xy, atol=1e-5)
     # the scores follow them, and the order of the words counts: the same two words in the
     # other order (positions stay where they are) move the keypoints; their mean would not
     pos = torch.randn(3, 8)  # [L,D]

@@ -157,20 +157,20 @@ class FiLMConvVision(nn.Module):
             the same words with their positions (what the word queries read).
         """
         f = self.features(image, masked_mean(words, no_word))  # [B,C,H,W]
-        scores = self.to_scores(f)  # [B,K,H,W]
+        flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C], a view of channels-last F
+        direction = self.to_scores.weight[:, :, 0, 0].expand(len(f), -1, -1)  # 1x1 conv [B,K,C]
         if self.word_queries:
             read = self.read(text, no_word)  # [B,K,D]
-            u = self.to_direction(read)  # each keypoint's channel direction [B,K,C]
-            scores = scores + torch.einsum("bkc,bchw->bkhw", u, f)  # [B,K,H,W]
-        scores = rearrange(scores, "b k h w -> b k (h w)")  # [B,K,H*W]
+            direction = direction + self.to_direction(read)  # + each keypoint's own [B,K,C]
+        # the 1x1 conv and the word directions as one product: [B,K,C] @ [B,C,H*W]
+        scores = direction @ flat.transpose(1, 2)  # [B,K,H*W]
         if self.relative:  # keypoint 1 first, then keypoint 0 from where it is
             extra = self.relative_scores(scores, read[:, 0])  # [B,H*W]
             scores = torch.cat([scores[:, :1] + extra[:, None], scores[:, 1:]], 1)  # [B,K,H*W]
         w = self.weights(scores)  # [B,K,H*W]
-        flat = rearrange(f, "b c h w -> b (h w) c")  # [B,H*W,C]
         xy = w @ self.grid_xy  # [B,K,H*W] @ [H*W,2] -> [B,K,2]
         glimpse = w @ flat  # [B,K,H*W] @ [B,H*W,C] -> [B,K,C]
         keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
-        pooled = torch.cat([flat.amax(1), flat.mean(1)], dim=-1)  # [B,2C]
+        pooled = torch.cat([flat.max(1).values, flat.mean(1)], dim=-1)  # [B,2C]
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
         return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy})
