@@ -23,7 +23,7 @@ from vla.vlm.data import (
     TARGETS,
     TOKENS,
 )
-from vla.vlm.module import VLMModule, score_grounding
+from vla.vlm.module import VLMModule, score_answers, score_grounding
 from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import correct, per_family
 from vla.vlm.vision import FiLMConvVision
@@ -91,6 +91,11 @@ def test_keypoint_1_on_the_anchor_and_the_pull_onto_it():
         ANCHORED: torch.tensor([True, True, False]),  # the third has no anchor
     }  # fmt: skip
     assert score_grounding(policy, batch, anchor=True) == (["relation"] * 2, [True, False])
+    _, _, eyes = score_answers(policy, batch, with_eyes=True)  # the eyes the answers came from
+    assert score_grounding(policy, batch, anchor=True, eyes=eyes) == (
+        ["relation"] * 2,
+        [True, False],
+    )
     module = VLMModule(policy, torch.optim.AdamW, keypoint_weight=1.0, anchor_weight=2.0)
     loss, logs = module.model_step(batch)
     # keypoint 0 sits on its centre; keypoint 1 is 0.1 arena units (0.2 image) off in one of two

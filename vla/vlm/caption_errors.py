@@ -80,7 +80,7 @@ def caption_errors(run: Path, seed: int | None = None) -> dict:
     for chunk in idx.split(256):
         answers = [corpus.answers[i] for i in chunk.tolist()]
         for predicted, answer in zip(
-            greedy_answers(policy, corpus.batch(chunk)), answers, strict=True
+            greedy_answers(policy, corpus.batch(chunk))[0], answers, strict=True
         ):
             k, shapes = kind(predicted, answer), len(pairs(answer))
             counts[k] += 1

@@ -180,12 +180,12 @@ class VLMDataModule(L.LightningDataModule):
         families, hits, eyes_families, eyes_hits = [], [], [], []
         anchor_families, anchor_hits = [], []
         for batch in fixed_batches(self.eval_c, torch.arange(len(self.eval_c)), 256):
-            f, h = score_answers(policy, batch)
+            f, h, eyes = score_answers(policy, batch, with_eyes=True)
             families, hits = families + f, hits + h
-            f, h = score_grounding(policy, batch)
+            f, h = score_grounding(policy, batch, eyes=eyes)  # the eyes the answers came from
             eyes_families, eyes_hits = eyes_families + f, eyes_hits + h
             if policy.vision.relative:
-                f, h = score_grounding(policy, batch, anchor=True)
+                f, h = score_grounding(policy, batch, anchor=True, eyes=eyes)
                 anchor_families, anchor_hits = anchor_families + f, anchor_hits + h
         names = {" ".join(PAIRS[p]) for p in self.env_kwargs.get("held_out_pairs") or ()}
         questions = policy.tokenizer.decode(self.eval_c.tokens)

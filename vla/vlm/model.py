@@ -162,19 +162,26 @@ class VLMPolicy(PretrainedMixin, nn.Module):
     def generate(self, image, state, tokens, has_state, steps: int, actions: bool, cache=True):
         """Greedy constrained decoding of `steps` suffix tokens: ids [B,<=steps] (answers stop
         once every row has its <eos>). With `cache`, the prefix and <bos> run once and each
-        step attends to the cached keys and values; without, every step recomputes the whole
-        sequence (the reference)."""
-        B = tokens.shape[0]
+        step attends to the cached keys and values (`decode`); without, every step recomputes
+        the whole sequence (the reference)."""
+        if cache:
+            x, pad, _ = self.prefix(image, state, tokens, has_state)  # [B,P,D], [B,P]
+            return self.decode(x, pad, steps, actions)
         allowed_ids = self.vocab_mask(actions, tokens.device)  # [V]
-        out = torch.full((B, 1), self.tokenizer.bos_id, device=tokens.device)  # [B,1]
-        if not cache:
-            for _ in range(steps):
-                logits = self.suffix_logits(image, state, tokens, has_state, out)[0][:, -1]
-                nxt = logits.masked_fill(~allowed_ids, float("-inf")).argmax(-1)  # [B]
-                out = torch.cat([out, nxt[:, None]], dim=1)
-            return out[:, 1:]
+        out = torch.full_like(tokens[:, :1], self.tokenizer.bos_id)  # [B,1]
+        for _ in range(steps):
+            logits = self.suffix_logits(image, state, tokens, has_state, out)[0][:, -1]
+            nxt = logits.masked_fill(~allowed_ids, float("-inf")).argmax(-1)  # [B]
+            out = torch.cat([out, nxt[:, None]], dim=1)
+        return out[:, 1:]
+
+    @torch.no_grad()
+    def decode(self, x: Tensor, pad: Tensor, steps: int, actions: bool) -> Tensor:
+        """`generate` with a KV cache from prefix tokens x [B,P,D] and their PAD mask [B,P]
+        (what `prefix` returns, so a caller can keep the eyes' outputs): ids [B,<=steps]."""
+        allowed_ids = self.vocab_mask(actions, x.device)  # [V]
+        out = torch.full((x.shape[0], 1), self.tokenizer.bos_id, device=x.device)  # [B,1]
         kv = KVCache()
-        x, pad, _ = self.prefix(image, state, tokens, has_state)  # [B,P,D]
         P = x.shape[1]
         x = torch.cat([x, self.embed_suffix(out)], dim=1)  # + <bos>: [B,P+1,D]
         pad = torch.cat([pad, torch.zeros_like(pad[:, :1])], dim=1)  # [B,P+1]

@@ -42,24 +42,26 @@ from vla.vlm.scoring import POINT_RADIUS, correct, per_family
 FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
 
 
-def greedy_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> list[str]:
-    """The answers (text) the policy decodes greedily to a batch of corpus examples."""
+def greedy_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str], dict]:
+    """The answers (text) the policy decodes greedily to a batch of corpus examples, and the
+    eyes' outputs (keypoints_xy [B,K,2]) from the same pass over the prefix."""
     with policy.inference():
-        ids = policy.generate(
-            batch[IMAGE], batch[STATE], batch[TOKENS], batch[HAS_STATE], policy.max_answer + 1,
-            actions=False,
-        )  # fmt: skip
-    return [policy.tokenizer.answer_text(row) for row in ids.tolist()]
+        x, pad, eyes = policy.prefix(batch[IMAGE], batch[STATE], batch[TOKENS], batch[HAS_STATE])
+        ids = policy.decode(x, pad, policy.max_answer + 1, actions=False)
+    return [policy.tokenizer.answer_text(row) for row in ids.tolist()], eyes
 
 
 @torch.no_grad()
-def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str], list[bool]]:
-    """Greedy answers to a batch's corpus examples, scored: (family names, hits)."""
+def score_answers(policy: VLMPolicy, batch: dict[str, Tensor], with_eyes: bool = False):
+    """Greedy answers to a batch's corpus examples, scored: (family names, hits), and with
+    `with_eyes` the eyes' outputs on those examples too (for `score_grounding`)."""
     keep = batch[FAMILY] != ACTION_FAMILY
     if not keep.any():
-        return [], []
+        return ([], [], {}) if with_eyes else ([], [])
     tok = policy.tokenizer
-    preds = greedy_answers(policy, {k: batch[k][keep] for k in (IMAGE, STATE, TOKENS, HAS_STATE)})
+    preds, eyes = greedy_answers(
+        policy, {k: batch[k][keep] for k in (IMAGE, STATE, TOKENS, HAS_STATE)}
+    )
     families = [FAMILIES[f] for f in batch[FAMILY][keep].tolist()]
     refs = [
         tok.answer_text([i for i in row if i != PAD_ID]) for row in batch[TARGETS][keep].tolist()
@@ -68,30 +70,35 @@ def score_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str
     hits = [
         correct(f, p, r, c, tok) for f, p, r, c in zip(families, preds, refs, centres, strict=True)
     ]
-    return families, hits
+    return (families, hits, eyes) if with_eyes else (families, hits)
 
 
 @torch.no_grad()
 def score_grounding(
-    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, anchor: bool = False
-) -> tuple[list[str], list[bool]]:
+    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, anchor: bool = False,
+    eyes: dict | None = None,
+) -> tuple[list[str], list[bool]]:  # fmt: skip
     """Whether keypoint 0 lies within `radius` of the shape each corpus example is about (the
     examples that have one): (family names, hits). Beside the answers it tells eyes that do
     not find the shape from a read-out that does not put what they found into words.
-    anchor: keypoint 1 and the shape a relation or spatial question is measured from."""
+    anchor: keypoint 1 and the shape a relation or spatial question is measured from.
+    eyes: the eyes' outputs on the batch's corpus examples (`score_answers(with_eyes=True)`);
+    None runs the eyes."""
     k, centre, has = (1, ANCHOR, ANCHORED) if anchor else (0, CENTRE, TARGETED)
-    keep = (batch[FAMILY] != ACTION_FAMILY) & batch[has]
-    if not keep.any():
+    corpus = batch[FAMILY] != ACTION_FAMILY
+    if not corpus.any():
         return [], []
-    with policy.inference():
-        _, _, outputs = policy.prefix(
-            batch[IMAGE][keep], batch[STATE][keep], batch[TOKENS][keep], batch[HAS_STATE][keep]
-        )
-    if "keypoints_xy" not in outputs:
+    if eyes is None:
+        with policy.inference():
+            _, _, eyes = policy.prefix(
+                *(batch[key][corpus] for key in (IMAGE, STATE, TOKENS, HAS_STATE))
+            )
+    keep = batch[has][corpus]  # [n] of the corpus examples, those about a shape
+    if "keypoints_xy" not in eyes or not keep.any():
         return [], []
-    xy = (outputs["keypoints_xy"][:, k] + 1) / 2  # [n,2] image [-1,1] -> arena [0,1]
-    hits = (xy - batch[centre][keep]).norm(dim=-1) <= radius  # [n]
-    return [FAMILIES[f] for f in batch[FAMILY][keep].tolist()], hits.tolist()
+    xy = (eyes["keypoints_xy"][keep, k] + 1) / 2  # [m,2] image [-1,1] -> arena [0,1]
+    hits = (xy - batch[centre][corpus][keep]).norm(dim=-1) <= radius  # [m]
+    return [FAMILIES[f] for f in batch[FAMILY][corpus][keep].tolist()], hits.tolist()
 
 
 @torch.no_grad()
