@@ -53,9 +53,11 @@ ONE_RUN = pytest.mark.xdist_group("console_fast_run")
 
 @pytest.fixture(scope="module")
 def fast_run(tmp_path_factory):
-    """One `debug=fast` training run whose output went to pipes, shared by the tests below."""
+    """One `debug=fast` training run whose output went to pipes, shared by the tests below; its
+    run folder is paths.output_dir, apart from Hydra's own folder."""
     tmp = tmp_path_factory.mktemp("console")
-    out = run_script("train.py", *FAST_RUN, f"hydra.run.dir={tmp}/run", f"data.dir={tmp}/data")
+    run = [f"paths.output_dir={tmp}/run", f"hydra.run.dir={tmp}/hydra"]
+    out = run_script("train.py", *FAST_RUN, *run, f"data.dir={tmp}/data")
     assert out.returncode == 0, out.stderr[-2000:]
     return tmp / "run", out
 

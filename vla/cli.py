@@ -81,6 +81,20 @@ def log_to_file(message: str, exc_info=None) -> None:
             handler.handle(record)
 
 
+def log_file_into(folder: Path) -> None:
+    """From now on, also writes the log file into `folder` when the run's folder is not the
+    one Hydra logs into (paths.output_dir set apart from hydra.run.dir), so that every run
+    folder holds its own log."""
+    root = logging.getLogger()
+    files = [h for h in root.handlers if isinstance(h, logging.FileHandler)]
+    if not files or any(Path(h.baseFilename).parent == folder.resolve() for h in files):
+        return
+    handler = logging.FileHandler(folder.resolve() / Path(files[0].baseFilename).name)
+    handler.setFormatter(files[0].formatter)
+    handler.setLevel(files[0].level)
+    root.addHandler(handler)
+
+
 def remove_unstarted_run(cfg) -> Path | None:
     """Removes the run folder Hydra made for a command that failed before writing anything
     (it holds only `.hydra/` and the log file), and the folders above it inside

@@ -14,6 +14,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from omegaconf import DictConfig
 
 from vla.benchmark.flops import query_flops, training_flops
+from vla.cli import log_file_into
 from vla.config import check_group_choices, instantiate
 from vla.data.datamodule import ReachDataModule
 from vla.data.seeds import check_seeds
@@ -63,6 +64,7 @@ def train(cfg: DictConfig) -> dict:
     configure_torch(cfg.get("threads"))
     out_dir = Path(cfg.paths.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    log_file_into(out_dir)  # <run>/train.log, wherever paths.output_dir puts the run
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     # the data may decide values before anything is built (data=lerobot: the state and
     # action sizes, and whether there is an env to roll out in)
