@@ -23,9 +23,9 @@ from vla.vlm.data import (
     TARGETS,
     TOKENS,
 )
-from vla.vlm.module import VLMModule, score_answers, score_grounding
+from vla.vlm.module import VLMModule
 from vla.vlm.questions import FAMILIES
-from vla.vlm.scoring import correct, per_family
+from vla.vlm.scoring import correct, per_family, score_answers, score_grounding
 from vla.vlm.vision import FiLMConvVision
 from vla.vlm.vocab import VLMTokenizer
 

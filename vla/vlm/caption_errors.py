@@ -28,9 +28,9 @@ import torch
 
 from vla.envs.grammar import SHAPES
 from vla.errors import UserError
-from vla.vlm.module import greedy_answers
 from vla.vlm.paired import held_out
 from vla.vlm.questions import FAMILIES
+from vla.vlm.scoring import greedy_answers
 
 KINDS = ("order", "missing", "extra", "colour", "shape", "other")
 

@@ -175,7 +175,7 @@ class VLMDataModule(L.LightningDataModule):
         names), and how often keypoint 0 is on the shape asked about (`keypoint_on_shape`;
         with the relative eyes also keypoint 1 on the shape a relation or spatial question is
         measured from, `anchor_on_shape`); `corpus`: what the training corpus held."""
-        from vla.vlm.module import score_answers, score_grounding
+        from vla.vlm.scoring import score_answers, score_grounding
 
         families, hits, eyes_families, eyes_hits = [], [], [], []
         anchor_families, anchor_hits = [], []

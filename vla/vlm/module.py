@@ -36,83 +36,9 @@ from vla.vlm.data import (
     TOKENS,
 )
 from vla.vlm.model import VLMPolicy
-from vla.vlm.questions import FAMILIES
-from vla.vlm.scoring import POINT_RADIUS, correct, per_family
+from vla.vlm.scoring import action_mse, per_family, score_answers
 
 FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
-
-
-def greedy_answers(policy: VLMPolicy, batch: dict[str, Tensor]) -> tuple[list[str], dict]:
-    """The answers (text) the policy decodes greedily to a batch of corpus examples, and the
-    eyes' outputs (keypoints_xy [B,K,2]) from the same pass over the prefix."""
-    with policy.inference():
-        x, pad, eyes = policy.prefix(batch[IMAGE], batch[STATE], batch[TOKENS], batch[HAS_STATE])
-        ids = policy.decode(x, pad, policy.max_answer + 1, actions=False)
-    return [policy.tokenizer.answer_text(row) for row in ids.tolist()], eyes
-
-
-@torch.no_grad()
-def score_answers(policy: VLMPolicy, batch: dict[str, Tensor], with_eyes: bool = False):
-    """Greedy answers to a batch's corpus examples, scored: (family names, hits), and with
-    `with_eyes` the eyes' outputs on those examples too (for `score_grounding`)."""
-    keep = batch[FAMILY] != ACTION_FAMILY
-    if not keep.any():
-        return ([], [], {}) if with_eyes else ([], [])
-    tok = policy.tokenizer
-    preds, eyes = greedy_answers(
-        policy, {k: batch[k][keep] for k in (IMAGE, STATE, TOKENS, HAS_STATE)}
-    )
-    families = [FAMILIES[f] for f in batch[FAMILY][keep].tolist()]
-    refs = [
-        tok.answer_text([i for i in row if i != PAD_ID]) for row in batch[TARGETS][keep].tolist()
-    ]
-    centres = batch[CENTRE][keep].numpy()
-    hits = [
-        correct(f, p, r, c, tok) for f, p, r, c in zip(families, preds, refs, centres, strict=True)
-    ]
-    return (families, hits, eyes) if with_eyes else (families, hits)
-
-
-@torch.no_grad()
-def score_grounding(
-    policy: VLMPolicy, batch: dict[str, Tensor], radius: float = POINT_RADIUS, anchor: bool = False,
-    eyes: dict | None = None,
-) -> tuple[list[str], list[bool]]:  # fmt: skip
-    """Whether keypoint 0 lies within `radius` of the shape each corpus example is about (the
-    examples that have one): (family names, hits). Beside the answers it tells eyes that do
-    not find the shape from a read-out that does not put what they found into words.
-    anchor: keypoint 1 and the shape a relation or spatial question is measured from.
-    eyes: the eyes' outputs on the batch's corpus examples (`score_answers(with_eyes=True)`);
-    None runs the eyes."""
-    k, centre, has = (1, ANCHOR, ANCHORED) if anchor else (0, CENTRE, TARGETED)
-    corpus = batch[FAMILY] != ACTION_FAMILY
-    if not corpus.any():
-        return [], []
-    if eyes is None:
-        with policy.inference():
-            _, _, eyes = policy.prefix(
-                *(batch[key][corpus] for key in (IMAGE, STATE, TOKENS, HAS_STATE))
-            )
-    keep = batch[has][corpus]  # [n] of the corpus examples, those about a shape
-    if "keypoints_xy" not in eyes or not keep.any():
-        return [], []
-    xy = (eyes["keypoints_xy"][keep, k] + 1) / 2  # [m,2] image [-1,1] -> arena [0,1]
-    hits = (xy - batch[centre][corpus][keep]).norm(dim=-1) <= radius  # [m]
-    return [FAMILIES[f] for f in batch[FAMILY][corpus][keep].tolist()], hits.tolist()
-
-
-@torch.no_grad()
-def action_mse(policy: VLMPolicy, batch: dict[str, Tensor]) -> Tensor | None:
-    """Squared error of the greedy chunks' first step against the demonstrated action."""
-    keep = batch[FAMILY] == ACTION_FAMILY
-    if not keep.any():
-        return None
-    chunk = policy.predict_chunk_tensors(
-        batch[IMAGE][keep], batch[STATE][keep], batch[TOKENS][keep]
-    )
-    first = batch[TARGETS][keep][:, : policy.action_dim]  # [n,A] tokens of step 0
-    target = policy.action_bins.from_tokens(first, policy.tokenizer.action_start)[:, 0]  # [n,A]
-    return (chunk[:, 0] - target).square().sum(-1).mean()
 
 
 def keypoint_mse(xy: Tensor, centre: Tensor, has: Tensor) -> Tensor:

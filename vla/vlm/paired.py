@@ -28,8 +28,8 @@ from vla.vlm.corpus import ensure_corpus
 from vla.vlm.data import CorpusTensors, fixed_batches
 from vla.vlm.datamodule import corpus_config
 from vla.vlm.model import VLMPolicy
-from vla.vlm.module import score_answers
 from vla.vlm.questions import FAMILIES
+from vla.vlm.scoring import score_answers
 
 
 def held_out(run: Path, seed: int | None = None) -> tuple[dict, VLMPolicy, CorpusTensors]:
