@@ -20,8 +20,7 @@ from vla.vlm.questions import FAMILIES
 TINY = [
     "model.d_model=32", "model.depth=1", "model.vision.channels=4", "data.corpus.num_scenes=60",
     "data.eval_corpus.num_scenes=10", "data.steps_per_epoch=4", "data.val_scenes=3",
-    "trainer.val_check_interval=4", "logger=csv", "threads=1", "bc.shape_weight=1.0",
-    "bc.caption_weight=1.0",
+    "trainer.val_check_interval=4", "logger=csv", "threads=1",
 ]  # fmt: skip
 ROLLOUTS = ["callbacks.rollout_eval.num_episodes=2", "eval.num_episodes=2", "eval.num_envs=2"]
 

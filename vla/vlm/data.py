@@ -24,10 +24,8 @@ IMAGE, STATE, TOKENS, HAS_STATE = "image", "state", "tokens", "has_state"
 SUFFIX, TARGETS, FAMILY, CENTRE = "suffix", "targets", "family", "centre"
 TARGETED = "targeted"  # whether CENTRE is the centre of a shape the example is about
 ANCHOR, ANCHORED = "anchor", "anchored"  # the shape a relation is measured from, if any
-SCENE_PAIRS, SCENE_CENTRES = "scene_pairs", "scene_centres"  # every shape drawn ([B,M], -1: none)
 BATCH_KEYS = (
-    IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE, TARGETED, ANCHOR, ANCHORED,
-    SCENE_PAIRS, SCENE_CENTRES,
+    IMAGE, STATE, TOKENS, HAS_STATE, SUFFIX, TARGETS, FAMILY, CENTRE, TARGETED, ANCHOR, ANCHORED
 )  # fmt: skip
 ACTION_FAMILY = -1  # FAMILY of a demonstration step
 
@@ -54,8 +52,6 @@ class CorpusTensors:
         anchors = corpus["centres"][corpus["scene"], np.maximum(corpus["anchor"], 0)]
         self.anchor = torch.from_numpy(anchors.astype(np.float32))  # [E,2]
         self.anchored = torch.from_numpy(corpus["anchor"] >= 0)  # [E]
-        self.pairs = torch.from_numpy(corpus["pairs"])  # [N,M], -1: no shape
-        self.centres = torch.from_numpy(corpus["centres"].astype(np.float32))  # [N,M,2]
         self.tokens = tokenizer.encode(list(corpus["question"]))  # [E,L]
         answers = [
             tokenizer.point_text(c) if a == "point" else str(a)
@@ -83,8 +79,6 @@ class CorpusTensors:
             TARGETED: self.targeted[idx],
             ANCHOR: self.anchor[idx],
             ANCHORED: self.anchored[idx],
-            SCENE_PAIRS: self.pairs[self.scene[idx]],
-            SCENE_CENTRES: self.centres[self.scene[idx]],
         }
 
 
@@ -122,8 +116,6 @@ class DemoTensors:
             TARGETED: torch.ones(B, dtype=torch.bool),
             ANCHOR: torch.zeros(B, 2),  # the demonstrations do not say what a relation is from
             ANCHORED: torch.zeros(B, dtype=torch.bool),
-            SCENE_PAIRS: torch.full((B, 0), -1),  # nor every shape they drew
-            SCENE_CENTRES: torch.zeros(B, 0, 2),
         }
 
 
@@ -133,16 +125,13 @@ def shift_right(targets: Tensor, bos: int) -> Tensor:
 
 
 def collate(parts: list[dict[str, Tensor]]) -> dict[str, Tensor]:
-    """Concatenates batch parts, PAD-padding TOKENS, SUFFIX and TARGETS to the longest (and
-    the scene's shapes with -1: none)."""
+    """Concatenates batch parts, PAD-padding TOKENS, SUFFIX and TARGETS to the longest."""
     out = {}
     for key in BATCH_KEYS:
         xs = [p[key] for p in parts]
-        if key in (TOKENS, SUFFIX, TARGETS, SCENE_PAIRS, SCENE_CENTRES):
+        if key in (TOKENS, SUFFIX, TARGETS):
             n = max(x.shape[1] for x in xs)
-            fill = PAD_ID if key in (TOKENS, SUFFIX, TARGETS) else -1
-            after = (0, 0) if key == SCENE_CENTRES else ()  # [B,M,2]: pad M, not the 2
-            xs = [torch.nn.functional.pad(x, (*after, 0, n - x.shape[1]), value=fill) for x in xs]
+            xs = [torch.nn.functional.pad(x, (0, n - x.shape[1]), value=PAD_ID) for x in xs]
         out[key] = torch.cat(xs)
     return out
 

@@ -30,17 +30,13 @@ from vla.vlm.data import (
     FAMILY,
     HAS_STATE,
     IMAGE,
-    SCENE_CENTRES,
-    SCENE_PAIRS,
     STATE,
     TARGETED,
     TARGETS,
     TOKENS,
 )
 from vla.vlm.model import VLMPolicy
-from vla.vlm.questions import FAMILIES
 from vla.vlm.scoring import action_mse, per_family, score_answers
-from vla.vlm.shape_probe import ShapeProbe, caption_keypoint_mse
 
 FRESH = ("normalizer.", "action_bins.")  # set from this run's data, never from init_from
 
@@ -74,22 +70,19 @@ class VLMModule(L.LightningModule):
     keypoint_weight: a training-only loss pulling keypoint 0 onto the shape the question or
     instruction is about (`FiLMConvVision`; 0: off), as `bc.target_keypoint_weight` does for
     the default policy; anchor_weight: one pulling keypoint 1 onto the shape a relation or
-    spatial question is measured from (the relative eyes; 0: off); shape_weight: a probe
-    naming each drawn shape's colour and shape from the eyes' map at its centre (`ShapeProbe`;
-    corpus only); caption_weight: keypoint k pulled onto a caption's k-th shape."""
+    spatial question is measured from (the relative eyes; 0: off)."""
 
     uses_target = uses_objects = False  # what train() asks every recipe: nothing extra
 
     def __init__(
         self, policy: VLMPolicy, optimizer: Callable, scheduler: Callable | None = None,
         policy_config: dict | None = None, env_config: dict | None = None,
-        keypoint_weight: float = 0.0, anchor_weight: float = 0.0, shape_weight: float = 0.0,
-        caption_weight: float = 0.0,
+        keypoint_weight: float = 0.0, anchor_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
-        weights = dict(keypoint_weight=keypoint_weight, anchor_weight=anchor_weight)
-        weights |= dict(shape_weight=shape_weight, caption_weight=caption_weight)
-        for name, weight in weights.items():
+        for name, weight in dict(
+            keypoint_weight=keypoint_weight, anchor_weight=anchor_weight
+        ).items():
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
         if anchor_weight > 0 and not policy.vision.relative:
@@ -102,9 +95,6 @@ class VLMModule(L.LightningModule):
         self.optimizer_factory, self.scheduler_factory = optimizer, scheduler
         self.policy_config, self.env_config = policy_config, env_config
         self.keypoint_weight, self.anchor_weight = keypoint_weight, anchor_weight
-        self.shape_weight, self.caption_weight = shape_weight, caption_weight
-        if shape_weight > 0:  # training-only: its weights stay out of the policy
-            self.shape_probe = ShapeProbe(policy.vision.conv2.out_channels)
         self._hits: dict[str, list[bool]] = defaultdict(list)
         self._mse: list[float] = []
 
@@ -144,17 +134,6 @@ class VLMModule(L.LightningModule):
                 mse = keypoint_mse(outputs["keypoints_xy"][:, k], batch[centre], batch[has])
                 loss = loss + weight * mse
                 logs[name] = mse.detach()
-        if self.shape_weight > 0:
-            ce = self.shape_probe(outputs["features"], batch[SCENE_CENTRES], batch[SCENE_PAIRS])
-            loss = loss + self.shape_weight * ce
-            logs["shape_ce"] = ce.detach()
-        if self.caption_weight > 0:
-            caption = batch[FAMILY] == FAMILIES.index("caption")  # [B]
-            mse = caption_keypoint_mse(
-                outputs["keypoints_xy"], batch[SCENE_CENTRES], batch[SCENE_PAIRS], caption
-            )
-            loss = loss + self.caption_weight * mse
-            logs["caption_mse"] = mse.detach()
         return loss, logs
 
     def _logged_step(self, batch, split: str):

@@ -150,8 +150,7 @@ class FiLMConvVision(nn.Module):
         return torch.einsum("bpm,bm->bp", maps, self.to_relative(read0))  # [B,H*W]
 
     def forward(self, image: Tensor, words: Tensor, no_word: Tensor, text: Tensor) -> TokenGroup:
-        """-> tokens [B,K+2,D], outputs["keypoints_xy"] [B,K,2] (image coordinates) and
-        outputs["features"], the map F [B,C,H,W] (what `ShapeProbe` reads in training).
+        """-> tokens [B,K+2,D] and outputs["keypoints_xy"] [B,K,2] (image coordinates).
 
         Args:
             image uint8 [B,H,W,3]; words [B,L,D] and their PAD mask no_word [B,L]; text [B,L,D]:
@@ -174,4 +173,4 @@ class FiLMConvVision(nn.Module):
         keypoints = self.where(xy) + self.what(glimpse) + self.ids  # [B,K,D]
         pooled = torch.cat([flat.max(1).values, flat.mean(1)], dim=-1)  # [B,2C]
         pooled = rearrange(self.pooled(pooled), "b (two d) -> b two d", two=2)  # [B,2,D]
-        return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy, "features": f})
+        return TokenGroup(torch.cat([keypoints, pooled], 1), {"keypoints_xy": xy})
