@@ -5,8 +5,7 @@ per family (`val/acc/<family>`), the action chunks decoded and compared (`val/ac
 It trains through `vla.training.train.train` like `BCModule`: the same optimizer groups and
 schedule, checkpoints (with the `vla` payload), resume, SIGTERM, rollouts in stage 2.
 `model.init_from=<stage-1 run or .ckpt>` is loaded when fitting starts, before the data's
-statistics (a resumed run then loads its own checkpoint over both).
-"""
+statistics (a resumed run then loads its own checkpoint over both)."""
 
 from __future__ import annotations
 
@@ -80,9 +79,8 @@ class VLMModule(L.LightningModule):
         keypoint_weight: float = 0.0, anchor_weight: float = 0.0,
     ):  # fmt: skip
         super().__init__()
-        for name, weight in dict(
-            keypoint_weight=keypoint_weight, anchor_weight=anchor_weight
-        ).items():
+        weights = dict(keypoint_weight=keypoint_weight, anchor_weight=anchor_weight)
+        for name, weight in weights.items():
             if weight < 0:
                 raise ConfigError(f"bc.{name}={weight} must be >= 0")
         if anchor_weight > 0 and not policy.vision.relative:
